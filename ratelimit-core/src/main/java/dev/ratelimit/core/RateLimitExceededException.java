@@ -1,0 +1,80 @@
+package dev.ratelimit.core;
+
+import java.time.Duration;
+import java.util.Objects;
+
+/**
+ * Thrown when a {@link RateLimiter} refuses a call: the tokens asked for could not be had within the
+ * caller's max-wait. The caller kept no token.
+ *
+ * <p>In a Spring MVC or WebFlux application it becomes HTTP 429 with a {@code Retry-After} header.
+ */
+public class RateLimitExceededException extends RuntimeException {
+
+	private static final long serialVersionUID = 1L;
+
+	private final String bucket;
+
+	private final long cost;
+
+	private final Duration retryAfter;
+
+	/**
+	 * Creates the exception with a message that names the bucket, the cost and the wait.
+	 *
+	 * @param bucket the limiter's name, or {@code null} for an unnamed limiter
+	 * @param cost the tokens asked for
+	 * @param retryAfter the wait that would have been needed, {@code >= 0}
+	 */
+	public RateLimitExceededException(String bucket, long cost, Duration retryAfter) {
+		this(bucket, cost, retryAfter, defaultMessage(bucket, cost, retryAfter));
+	}
+
+	/**
+	 * Creates the exception with a message of the caller's.
+	 *
+	 * @param bucket the limiter's name, or {@code null} for an unnamed limiter
+	 * @param cost the tokens asked for
+	 * @param retryAfter the wait that would have been needed, {@code >= 0}
+	 * @param message the detail message
+	 */
+	public RateLimitExceededException(String bucket, long cost, Duration retryAfter, String message) {
+		super(message, null, false, false);
+		this.bucket = bucket;
+		this.cost = cost;
+		this.retryAfter = Objects.requireNonNull(retryAfter, "retryAfter");
+	}
+
+	private static String defaultMessage(String bucket, long cost, Duration retryAfter) {
+		String who = (bucket != null) ? "bucket '" + bucket + "'" : "rate limiter";
+		return "Rate limit exceeded on " + who + ": " + cost + (cost == 1 ? " token" : " tokens")
+				+ " would need a wait of " + retryAfter;
+	}
+
+	/**
+	 * The name of the bucket that refused the call.
+	 *
+	 * @return the name, or {@code null} for an unnamed core limiter
+	 */
+	public String getBucket() {
+		return this.bucket;
+	}
+
+	/**
+	 * The tokens (for the pacer: operations) that were asked for.
+	 *
+	 * @return the cost of the refused call
+	 */
+	public long getCost() {
+		return this.cost;
+	}
+
+	/**
+	 * The wait that would have been needed for the tokens.
+	 *
+	 * @return the wait, never {@code null}
+	 */
+	public Duration getRetryAfter() {
+		return this.retryAfter;
+	}
+}

@@ -1,0 +1,115 @@
+package dev.ratelimit.core;
+
+import java.time.Duration;
+
+/**
+ * A source of permits at a bounded rate: what both kinds of limiter in this package, the
+ * {@link SharedTokenBucket rover bucket} and the {@link HybridRateLimiter pacer}, offer their callers.
+ *
+ * <p>Typical use, with the tokens given back when the guarded work completes (which matters only for
+ * a bucket with capped release; for the others the permit is a no-op):
+ *
+ * <pre>{@code
+ * try (Permit permit = limiter.acquire(1, Duration.ofMillis(100))) {
+ *     writeRow(row);
+ * } catch (RateLimitExceededException e) {
+ *     // the wait would have been e.getRetryAfter(), more than 100 ms: nothing was taken
+ * }
+ * }</pre>
+ *
+ * <p>A caller that does not go ahead never keeps tokens: {@link #acquire} gives them back when it
+ * refuses, gives up or is interrupted, and {@link Reservation#cancel()} does the same for callers that
+ * wait without blocking a thread. Callers that wait are served in the order in which they asked.
+ *
+ * <p>Memory consistency effects: actions in a thread before it releases a permit (closes a
+ * {@link Permit} of a bucket with capped release) <i>happen-before</i> actions that follow a
+ * successful acquisition, in another thread, of the tokens that release made available.
+ */
+public interface RateLimiter {
+
+	/**
+	 * The name given to the builder, carried by {@link RateLimitExceededException#getBucket()}.
+	 *
+	 * @return the name, or {@code null} for an unnamed limiter
+	 */
+	String name();
+
+	/**
+	 * Takes {@code n} tokens if they are there now, without waiting; otherwise takes nothing.
+	 *
+	 * @param n tokens (for the pacer: operations) to take, {@code >= 0}
+	 * @return whether the tokens were taken
+	 * @throws IllegalArgumentException if {@code n} is negative or can never be granted
+	 */
+	boolean tryAcquire(long n);
+
+	/**
+	 * Takes one token if it is there now. Same as {@code tryAcquire(1)}.
+	 *
+	 * @return whether the token was taken
+	 */
+	default boolean tryAcquire() {
+		return tryAcquire(1);
+	}
+
+	/**
+	 * Takes {@code n} tokens, waiting for them at most {@code maxWait}.
+	 *
+	 * <p>When the time-based wait needed is longer than {@code maxWait}, throws at once (never sleeps
+	 * through the budget and then fails). When the wait depends on releases (a capped bucket whose
+	 * tokens are all in flight) it waits up to {@code maxWait} for them and then throws. {@code n == 0}
+	 * is granted at once. Waiting parks the thread (friendly to virtual threads).
+	 *
+	 * @param n tokens (for the pacer: operations) to take, {@code >= 0}
+	 * @param maxWait the longest the caller accepts to wait; {@link Duration#ZERO} for no wait at all
+	 * @return the permit; close it when the guarded work is done
+	 * @throws RateLimitExceededException when the tokens cannot be had within {@code maxWait}; no
+	 *         token is kept
+	 * @throws InterruptedException when the thread is interrupted while waiting; no token is kept and
+	 *         the interrupt flag stays set
+	 * @throws IllegalArgumentException if {@code n} is negative or can never be granted, or
+	 *         {@code maxWait} is negative
+	 */
+	Permit acquire(long n, Duration maxWait) throws InterruptedException;
+
+	/**
+	 * Claims {@code n} tokens for a caller that waits without blocking a thread (a
+	 * {@code CompletableFuture} or a reactive pipeline): the claim takes its place in the queue now,
+	 * and the caller polls it until the tokens are there.
+	 *
+	 * @param n tokens (for the pacer: operations) to take, {@code >= 0}
+	 * @param maxWait the longest the caller accepts to wait
+	 * @return the claim, to be polled until ready, then turned into a permit, or cancelled
+	 * @throws RateLimitExceededException at once when the time-based wait needed is longer than
+	 *         {@code maxWait}; nothing is kept
+	 * @throws IllegalArgumentException as for {@link #acquire(long, Duration)}
+	 */
+	Reservation reserve(long n, Duration maxWait);
+
+	/**
+	 * A consistent view of the limiter as of now; reading it moves the time that passed into the
+	 * limiter, as any call does.
+	 *
+	 * @return the view
+	 */
+	RateLimiterSnapshot snapshot();
+
+	/**
+	 * Changes the rate at run time. Time that passed up to now is accounted for under the old rate
+	 * first; callers already waiting keep their place.
+	 *
+	 * @param tokens tokens (for the pacer: operations) per {@code period}, {@code > 0}
+	 * @param period the period, {@code > 0}
+	 * @throws IllegalArgumentException naming the argument when it is out of range
+	 */
+	void updateRate(long tokens, Duration period);
+
+	/**
+	 * Changes the limit at run time (the most tokens banked; for the pacer, its active pool in
+	 * operations).
+	 *
+	 * @param limit the new limit, {@code >= 1}
+	 * @throws IllegalArgumentException naming the argument when it is out of range
+	 */
+	void updateLimit(long limit);
+}

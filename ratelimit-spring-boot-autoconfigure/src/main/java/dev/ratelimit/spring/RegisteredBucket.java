@@ -1,0 +1,72 @@
+package dev.ratelimit.spring;
+
+import java.math.BigDecimal;
+import java.time.Duration;
+
+import dev.ratelimit.core.RateLimiter;
+
+/**
+ * A bucket of the application as it was configured, with the limiter that enforces it.
+ */
+public interface RegisteredBucket {
+
+	/**
+	 * The bucket's name, the key under {@code ratelimit.buckets}.
+	 *
+	 * @return the name
+	 */
+	String name();
+
+	/**
+	 * The kind of limiter.
+	 *
+	 * @return {@code "shared"} (the rover bucket) or {@code "hybrid"} (the pacer)
+	 */
+	String type();
+
+	/**
+	 * Where the bucket's state lives.
+	 *
+	 * @return {@code "local"} or {@code "redis"}
+	 */
+	String backend();
+
+	/**
+	 * The rate as configured (possibly fractional), in tokens per {@link #period()}.
+	 *
+	 * @return the configured rate
+	 */
+	BigDecimal rate();
+
+	/**
+	 * The period of the rate as configured.
+	 *
+	 * @return the configured period
+	 */
+	Duration period();
+
+	/**
+	 * The longest a caller waits for tokens when its annotation does not say otherwise.
+	 *
+	 * @return the bucket's max-wait, {@link Duration#ZERO} for never
+	 */
+	Duration maxWait();
+
+	/**
+	 * The limiter that enforces the bucket (the bean named after the bucket).
+	 *
+	 * @return the limiter
+	 */
+	RateLimiter limiter();
+
+	/**
+	 * Changes the bucket in place, keeping its state and its waiters: the period stays as configured.
+	 * Values are checked as the configuration checks them.
+	 *
+	 * @param rate the new rate per {@link #period()}, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @throws IllegalArgumentException with the message the configuration would give, naming the
+	 *         bucket, the property and the accepted values; nothing is changed then
+	 */
+	void update(BigDecimal rate, Long limit);
+}
