@@ -1,0 +1,244 @@
+package dev.ratelimit.core;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.time.Duration;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.function.LongSupplier;
+
+/**
+ * The life of a {@link Reservation}, shared by every limiter: the deadline, the one-way states, the
+ * count of callers waiting, the statistics, and the blocking wait built on polling.
+ *
+ * <p>A limiter subclasses it with what only it knows: how long until its claim is covered
+ * ({@link #delayNanos(long)}), how to give the tokens back ({@link #giveBack()}) and what permit a
+ * granted claim gets ({@link #grantedPermit()}).
+ *
+ * <h2>States</h2>
+ * {@code PENDING -> READY -> GRANTED}, and {@code PENDING | READY -> CANCELLED}. Every move is one
+ * compare-and-set on {@code state}, so a cancel racing a grant has exactly one winner: the tokens are
+ * either handed out once or given back once (R1). Tokens once covered stay covered: a limiter never
+ * takes back what it made available to an earlier claim, so {@code READY} needs no re-check (R2).
+ * A claim counts in {@code waiting} from its creation until it leaves {@code PENDING | READY} (R3).
+ */
+public abstract class AbstractReservation implements Reservation {
+
+	/**
+	 * What {@link #delayNanos(long)} returns while the claim waits for releases (a capped bucket whose
+	 * tokens are all in flight), not for time.
+	 */
+	protected static final long AWAITING_RELEASE = -1;
+
+	/** How often a claim that waits for releases looks again: releases carry no wake-up. */
+	static final long RELEASE_POLL_NANOS = 1_000_000L;
+
+	private static final int PENDING = 0;
+
+	private static final int READY = 1;
+
+	private static final int GRANTED = 2;
+
+	private static final int CANCELLED = 3;
+
+	private static final VarHandle STATE;
+
+	static {
+		try {
+			STATE = MethodHandles.lookup().findVarHandle(AbstractReservation.class, "state", int.class);
+		}
+		catch (ReflectiveOperationException ex) {
+			throw new ExceptionInInitializerError(ex);
+		}
+	}
+
+	private final String limiterName;
+
+	private final long tokens;
+
+	private final LongSupplier clock;
+
+	private final StatsRecorder stats;
+
+	private final AtomicInteger waiting;
+
+	private final long startNanos;
+
+	/** Nanoseconds from {@code startNanos} to the deadline; saturated, never overflows. */
+	private final long budgetNanos;
+
+	/** Accessed through {@link #STATE}. */
+	@SuppressWarnings("unused")
+	private volatile int state;
+
+	/**
+	 * Opens a claim, counting it as a waiting caller (R3).
+	 *
+	 * @param limiterName the limiter's name for a refusal, may be {@code null}
+	 * @param tokens the tokens claimed
+	 * @param maxWait the caller's budget, {@code >= 0}
+	 * @param clock the limiter's nanosecond clock
+	 * @param startNanos the clock's reading when the claim was made
+	 * @param stats where the outcome is recorded
+	 * @param waiting the limiter's count of waiting callers
+	 */
+	protected AbstractReservation(String limiterName, long tokens, Duration maxWait, LongSupplier clock,
+			long startNanos, StatsRecorder stats, AtomicInteger waiting) {
+		this.limiterName = limiterName;
+		this.tokens = tokens;
+		this.clock = clock;
+		this.startNanos = startNanos;
+		this.budgetNanos = saturatedNanos(maxWait);
+		this.stats = stats;
+		this.waiting = waiting;
+		waiting.incrementAndGet();
+	}
+
+	/**
+	 * Nanoseconds in a duration, saturated at {@link Long#MAX_VALUE} instead of overflowing.
+	 *
+	 * @param duration a non-negative duration
+	 * @return its length in nanoseconds, at most {@code Long.MAX_VALUE}
+	 */
+	public static long saturatedNanos(Duration duration) {
+		try {
+			return duration.toNanos();
+		}
+		catch (ArithmeticException ex) {
+			return Long.MAX_VALUE;
+		}
+	}
+
+	/**
+	 * How long until the claim is covered, as of {@code nowNanos}; moves the time that passed into the
+	 * limiter.
+	 *
+	 * @param nowNanos the clock's reading
+	 * @return {@code 0} when covered, the nanoseconds still needed ({@code > 0}), or
+	 *         {@link #AWAITING_RELEASE}
+	 */
+	protected abstract long delayNanos(long nowNanos);
+
+	/**
+	 * Gives the claimed tokens back to the limiter; called exactly once, when the claim is cancelled.
+	 */
+	protected abstract void giveBack();
+
+	/**
+	 * The permit of a granted claim; called exactly once.
+	 *
+	 * @return the permit ({@link Permit#noop()} when nothing is to be released)
+	 */
+	protected abstract Permit grantedPermit();
+
+	/**
+	 * The tokens this claim holds.
+	 *
+	 * @return the tokens claimed
+	 */
+	protected final long tokens() {
+		return this.tokens;
+	}
+
+	@Override
+	public long poll() {
+		int s = (int) STATE.getAcquire(this);
+		if (s == READY) {
+			return 0;
+		}
+		if (s != PENDING) {
+			throw new IllegalStateException("Reservation already " + ((s == GRANTED) ? "granted" : "cancelled"));
+		}
+		long now = this.clock.getAsLong();
+		long delay = delayNanos(now);
+		if (delay == 0) {
+			STATE.compareAndSet(this, PENDING, READY);
+			return pollAgainIfCancelled();
+		}
+		long left = this.budgetNanos - elapsedSinceStart(now);
+		if (delay > 0) {
+			if (delay > left) {
+				throw refuse(delay);
+			}
+			return delay;
+		}
+		if (left <= 0) {
+			throw refuse(RELEASE_POLL_NANOS);
+		}
+		return Math.min(RELEASE_POLL_NANOS, left);
+	}
+
+	private long pollAgainIfCancelled() {
+		if ((int) STATE.getAcquire(this) == CANCELLED) {
+			throw new IllegalStateException("Reservation already cancelled");
+		}
+		return 0;
+	}
+
+	private long elapsedSinceStart(long now) {
+		long elapsed = now - this.startNanos;
+		return Math.max(elapsed, 0);
+	}
+
+	private RateLimitExceededException refuse(long neededNanos) {
+		if (cancel()) {
+			this.stats.recordRejected();
+		}
+		return new RateLimitExceededException(this.limiterName, this.tokens, Duration.ofNanos(neededNanos));
+	}
+
+	@Override
+	public Permit permit() {
+		if (!STATE.compareAndSet(this, READY, GRANTED)) {
+			int s = (int) STATE.getAcquire(this);
+			throw new IllegalStateException("Reservation is " + switch (s) {
+				case PENDING -> "not ready: poll() until it returns 0";
+				case GRANTED -> "already granted";
+				default -> "cancelled";
+			});
+		}
+		this.waiting.decrementAndGet();
+		this.stats.recordGranted(elapsedSinceStart(this.clock.getAsLong()));
+		return grantedPermit();
+	}
+
+	@Override
+	public boolean cancel() {
+		for (;;) {
+			int s = (int) STATE.getAcquire(this);
+			if (s == GRANTED || s == CANCELLED) {
+				return false;
+			}
+			if (STATE.compareAndSet(this, s, CANCELLED)) {
+				this.waiting.decrementAndGet();
+				giveBack();
+				return true;
+			}
+		}
+	}
+
+	/**
+	 * Waits for the claim by parking the thread, then takes its permit: the blocking
+	 * {@link RateLimiter#acquire} of every limiter.
+	 *
+	 * @return the permit
+	 * @throws RateLimitExceededException when the claim cannot be covered within its max-wait; the
+	 *         tokens are given back
+	 * @throws InterruptedException when interrupted; the tokens are given back and the interrupt flag
+	 *         stays set
+	 */
+	public final Permit await() throws InterruptedException {
+		for (;;) {
+			if (Thread.currentThread().isInterrupted()) {
+				cancel();
+				throw new InterruptedException("Interrupted while waiting for " + this.tokens + " tokens"
+						+ ((this.limiterName != null) ? " of '" + this.limiterName + "'" : ""));
+			}
+			long delay = poll();
+			if (delay == 0) {
+				return permit();
+			}
+			LockSupport.parkNanos(this, delay);
+		}
+	}
+}
