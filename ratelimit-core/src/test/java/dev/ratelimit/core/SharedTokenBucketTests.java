@@ -1,0 +1,444 @@
+package dev.ratelimit.core;
+
+import java.time.Duration;
+
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalArgumentException;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class SharedTokenBucketTests {
+
+	private final FakeClock clock = new FakeClock();
+
+	private SharedTokenBucket.Builder perMillisecond() {
+		return SharedTokenBucket.builder().rate(1, Duration.ofMillis(1)).clock(this.clock);
+	}
+
+	private static long drain(SharedTokenBucket bucket) {
+		long taken = 0;
+		while (bucket.tryAcquire(1)) {
+			taken++;
+		}
+		return taken;
+	}
+
+	@Test
+	void handsOutExactlyTheRateWhenReplenishedEveryMillisecondAndAHalf() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		long taken = 0;
+		for (int i = 0; i < 3000; i++) {
+			this.clock.advance(Duration.ofNanos(1_500_000));
+			taken += drain(bucket);
+		}
+		// 4.5 s at 1 token/ms: seastar's rounding hands out 6000 here
+		assertThat(taken).isBetween(4499L, 4500L);
+	}
+
+	@Test
+	void handsOutExactlyTheRateWhenReplenishedEveryMillisecondAndFourTenths() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		long taken = 0;
+		for (int i = 0; i < 3000; i++) {
+			this.clock.advance(Duration.ofNanos(1_400_000));
+			taken += drain(bucket);
+		}
+		// 4.2 s at 1 token/ms: seastar's rounding hands out 3000 here
+		assertThat(taken).isBetween(4199L, 4200L);
+	}
+
+	@Test
+	void staysExactAtOneTokenPerHour() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1, Duration.ofHours(1)).limit(1).initial(0)
+				.clock(this.clock).build();
+		this.clock.advance(Duration.ofMinutes(59).plusSeconds(59));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofSeconds(1));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		long taken = 0;
+		for (int minute = 0; minute < 600; minute++) {
+			this.clock.advance(Duration.ofMinutes(1));
+			taken += drain(bucket);
+		}
+		assertThat(taken).isEqualTo(10);
+	}
+
+	@Test
+	void holdsAtMostItsLimitAfterTenIdleDaysAtOneBillionPerSecond() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1_000_000_000, Duration.ofSeconds(1)).limit(1000)
+				.clock(this.clock).build();
+		assertThat(drain(bucket)).isEqualTo(1000);
+		this.clock.advance(Duration.ofDays(10));
+		assertThat(drain(bucket)).isEqualTo(1000);
+		long taken = 0;
+		for (int i = 0; i < 1000; i++) {
+			this.clock.advance(Duration.ofNanos(999));
+			taken += drain(bucket);
+		}
+		assertThat(taken).isEqualTo(999_000);
+	}
+
+	@Test
+	void givesAtMostItsLimitAtOnceAfterAnIdlePeriodWhenAReplenishComesLate() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).build();
+		this.clock.advance(Duration.ofHours(1));
+		// the full bucket is spent without reading the clock's idle hour into it twice
+		assertThat(drain(bucket)).isEqualTo(100);
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofMillis(5));
+		assertThat(drain(bucket)).isEqualTo(5);
+	}
+
+	@Test
+	void grabFromAFullBucketAlsoWastesTheIdleTime() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		this.clock.advance(Duration.ofSeconds(10));
+		long ticket = bucket.grab(10);
+		assertThat(bucket.deficiency(ticket)).isZero();
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.tryAcquire(1)).isFalse();
+	}
+
+	@Test
+	void replenishersForTheSameInstantAddItsTokensOnce() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		this.clock.advance(Duration.ofMillis(7));
+		long now = this.clock.getAsLong();
+		bucket.replenish(now);
+		bucket.replenish(now);
+		bucket.replenish(now);
+		assertThat(bucket.snapshot().available()).isEqualTo(7);
+	}
+
+	@Test
+	void aClockThatStandsStillOrGoesBackChangesNothing() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		this.clock.advance(Duration.ofMillis(5));
+		long now = this.clock.getAsLong();
+		bucket.replenish(now);
+		bucket.replenish(now - 3_000_000);
+		bucket.replenish(now);
+		assertThat(drain(bucket)).isEqualTo(5);
+		this.clock.advanceNanos(-2_000_000);
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofMillis(3));
+		assertThat(drain(bucket)).isEqualTo(1);
+	}
+
+	@Test
+	void thresholdKeepsTimeWorthFewerTokensForLater() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).threshold(5).build();
+		this.clock.advance(Duration.ofMillis(3));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofMillis(2));
+		assertThat(drain(bucket)).isEqualTo(5);
+	}
+
+	@Test
+	void servesTicketsInOrderAsTheyBecomeCovered() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		long first = bucket.grab(5);
+		long second = bucket.grab(5);
+		this.clock.advance(Duration.ofMillis(5));
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.deficiency(first)).isZero();
+		assertThat(bucket.deficiency(second)).isEqualTo(5);
+		assertThat(bucket.durationFor(bucket.deficiency(second))).isEqualTo(5_000_000);
+		this.clock.advance(Duration.ofMillis(5));
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.deficiency(second)).isZero();
+	}
+
+	@Test
+	void durationForIsPositiveForAnyMissingTokenAndZeroForNone() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1_000_000_000, Duration.ofSeconds(1))
+				.clock(this.clock).build();
+		assertThat(bucket.durationFor(0)).isZero();
+		assertThat(bucket.durationFor(1)).isPositive();
+		assertThat(bucket.durationFor(1_000)).isEqualTo(1_000);
+	}
+
+	@Test
+	void refundNeverLiftsTheBucketAboveItsLimit() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		assertThat(bucket.tryAcquire(3)).isTrue();
+		bucket.refund(50);
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+	}
+
+	@Test
+	void aWaiterThatGivesUpBehindOthersLetsTheCallersBehindItMoveUpAndNoneAheadOfIt() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		long ahead = bucket.grab(5);
+		long quitter = bucket.grab(5);
+		long behind = bucket.grab(5);
+		bucket.refund(quitter, 5);
+		assertThat(bucket.deficiency(ahead)).isEqualTo(5);
+		this.clock.advance(Duration.ofMillis(5));
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.deficiency(ahead)).isZero();
+		assertThat(bucket.deficiency(behind)).isEqualTo(5);
+		this.clock.advance(Duration.ofMillis(5));
+		bucket.replenish(this.clock.getAsLong());
+		assertThat(bucket.deficiency(behind)).isZero();
+	}
+
+	@Test
+	void theLastWaiterThatGivesUpTakesItsClaimBackEntirely() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		long ticket = bucket.grab(5);
+		bucket.refund(ticket, 5);
+		this.clock.advance(Duration.ofMillis(3));
+		assertThat(drain(bucket)).isEqualTo(3);
+	}
+
+	@Test
+	void refusesAtOnceWhenTheWaitExceedsTheBudgetAndKeepsNothing() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().name("db-writes").limit(10).initial(0).build();
+		assertThatThrownBy(() -> bucket.acquire(5, Duration.ofMillis(2))).isInstanceOfSatisfying(
+				RateLimitExceededException.class, (ex) -> {
+					assertThat(ex.getBucket()).isEqualTo("db-writes");
+					assertThat(ex.getCost()).isEqualTo(5);
+					assertThat(ex.getRetryAfter()).isEqualTo(Duration.ofMillis(5));
+				});
+		this.clock.advance(Duration.ofMillis(5));
+		try (Permit permit = bucket.acquire(5, Duration.ZERO)) {
+			assertThat(permit).isSameAs(Permit.noop());
+		}
+		assertThat(bucket.snapshot().deficiency()).isZero();
+	}
+
+	@Test
+	void aReservationIsReadyAfterTheDelayItReports() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).stats(StatsRecorder.concurrent()).build();
+		Reservation reservation = bucket.reserve(3, Duration.ofSeconds(1));
+		assertThat(bucket.snapshot().waiting()).isEqualTo(1);
+		long delay = reservation.poll();
+		assertThat(delay).isEqualTo(3_000_000);
+		this.clock.advanceNanos(delay);
+		assertThat(reservation.poll()).isZero();
+		reservation.permit().close();
+		RateLimiterSnapshot snapshot = bucket.snapshot();
+		assertThat(snapshot.waiting()).isZero();
+		assertThat(snapshot.granted()).isEqualTo(1);
+	}
+
+	@Test
+	void aCancelledReservationGivesItsTokensBack() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		Reservation reservation = bucket.reserve(3, Duration.ofSeconds(1));
+		assertThat(reservation.cancel()).isTrue();
+		assertThat(reservation.cancel()).isFalse();
+		this.clock.advance(Duration.ofMillis(2));
+		assertThat(drain(bucket)).isEqualTo(2);
+	}
+
+	@Test
+	void zeroTokensAreGrantedAtOnceEvenBehindWaiters() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		bucket.grab(5);
+		assertThat(bucket.tryAcquire(0)).isTrue();
+		assertThat(bucket.acquire(0, Duration.ZERO)).isSameAs(Permit.noop());
+		assertThat(bucket.reserve(0, Duration.ZERO).poll()).isZero();
+	}
+
+	@Test
+	void anInterruptedCallerNeverGoesThroughAndKeepsItsFlag() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		Thread.currentThread().interrupt();
+		try {
+			assertThatThrownBy(() -> bucket.acquire(1, Duration.ofSeconds(1))).isInstanceOf(InterruptedException.class);
+			assertThat(Thread.currentThread().isInterrupted()).isTrue();
+		}
+		finally {
+			Thread.interrupted();
+		}
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+	}
+
+	@Test
+	void anInterruptedWaiterGivesItsTokensBack() throws Exception {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1, Duration.ofHours(1)).limit(1).initial(0).build();
+		Thread waiter = new Thread(() -> {
+			try {
+				bucket.acquire(1, Duration.ofHours(2));
+			}
+			catch (InterruptedException ex) {
+				// expected
+			}
+		});
+		waiter.start();
+		while (bucket.snapshot().waiting() == 0) {
+			Thread.onSpinWait();
+		}
+		waiter.interrupt();
+		waiter.join(10_000);
+		assertThat(waiter.isAlive()).isFalse();
+		RateLimiterSnapshot snapshot = bucket.snapshot();
+		assertThat(snapshot.waiting()).isZero();
+		assertThat(snapshot.deficiency()).isZero();
+	}
+
+	@Test
+	void changingTheRateFirstReplenishesUnderTheOldRate() {
+		SharedTokenBucket bucket = perMillisecond().limit(1000).initial(0).build();
+		this.clock.advance(Duration.ofMillis(10));
+		bucket.updateRate(1, Duration.ofSeconds(1));
+		assertThat(drain(bucket)).isEqualTo(10);
+		this.clock.advance(Duration.ofMillis(999));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofMillis(1));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		assertThat(bucket.snapshot().rate()).isEqualTo(1);
+		assertThat(bucket.snapshot().period()).isEqualTo(Duration.ofSeconds(1));
+	}
+
+	@Test
+	void loweringTheLimitDropsTheExcess() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).build();
+		bucket.updateLimit(10);
+		assertThat(drain(bucket)).isEqualTo(10);
+		assertThat(bucket.snapshot().limit()).isEqualTo(10);
+	}
+
+	@Test
+	void cappedReleaseKeepsInFlightPlusAvailableWithinTheLimit() {
+		SharedTokenBucket bucket = perMillisecond().limit(3).cappedRelease(true).build();
+		Permit a = acquireNow(bucket);
+		Permit b = acquireNow(bucket);
+		Permit c = acquireNow(bucket);
+		this.clock.advance(Duration.ofSeconds(10));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		RateLimiterSnapshot held = bucket.snapshot();
+		assertThat(held.inFlight()).isEqualTo(3);
+		assertThat(held.available()).isZero();
+		a.close();
+		a.close();
+		bucket.replenish(this.clock.getAsLong());
+		RateLimiterSnapshot released = bucket.snapshot();
+		assertThat(released.inFlight()).isEqualTo(2);
+		assertThat(released.available()).isEqualTo(1);
+		assertThat(drain(bucket)).isEqualTo(1);
+		b.close();
+		c.close();
+	}
+
+	@Test
+	void cappedReleaseWithoutReleasesNeverRefills() {
+		SharedTokenBucket bucket = perMillisecond().limit(5).cappedRelease(true).build();
+		assertThat(drain(bucket)).isEqualTo(5);
+		this.clock.advance(Duration.ofDays(1));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		bucket.release(2);
+		assertThat(drain(bucket)).isEqualTo(2);
+	}
+
+	@Test
+	void cappedReleaseBoundsThroughputByLimitOverLatency() {
+		// 1000/s, limit 10, every call holds its token 100 ms: at most 10 / 0.1 s = 100 calls per second
+		SharedTokenBucket bucket = perMillisecond().limit(10).cappedRelease(true).build();
+		java.util.ArrayDeque<long[]> inFlight = new java.util.ArrayDeque<>();
+		java.util.ArrayDeque<Permit> permits = new java.util.ArrayDeque<>();
+		long granted = 0;
+		for (int ms = 0; ms < 10_000; ms++) {
+			this.clock.advance(Duration.ofMillis(1));
+			while (!inFlight.isEmpty() && inFlight.peekFirst()[0] <= ms) {
+				inFlight.pollFirst();
+				permits.pollFirst().close();
+			}
+			while (bucket.tryAcquire(1)) {
+				granted++;
+				inFlight.addLast(new long[] { ms + 100 });
+				permits.addLast(new ReleasingProbe(bucket));
+			}
+		}
+		assertThat(granted).isBetween(990L, 1010L);
+	}
+
+	@Test
+	void cappedReleaseRejectsAClaimLargerThanTheLimit() {
+		SharedTokenBucket bucket = perMillisecond().limit(5).cappedRelease(true).name("io").build();
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.grab(6)).withMessageContaining("limit (5)")
+				.withMessageContaining("'io'");
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.tryAcquire(6));
+	}
+
+	@Test
+	void aCappedWaiterForReleasesGivesUpAfterItsBudgetAndKeepsNothing() {
+		SharedTokenBucket bucket = perMillisecond().limit(2).cappedRelease(true).build();
+		assertThat(drain(bucket)).isEqualTo(2);
+		Reservation reservation = bucket.reserve(1, Duration.ofMillis(3));
+		assertThat(reservation.poll()).isEqualTo(1_000_000);
+		this.clock.advance(Duration.ofMillis(3));
+		assertThatThrownBy(reservation::poll).isInstanceOf(RateLimitExceededException.class);
+		bucket.release(2);
+		assertThat(drain(bucket)).isEqualTo(2);
+	}
+
+	@Test
+	void aRefundInCappedModeGivesTheTokensBackToTheCeiling() {
+		SharedTokenBucket bucket = perMillisecond().limit(2).cappedRelease(true).build();
+		assertThat(drain(bucket)).isEqualTo(2);
+		bucket.refund(2);
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(drain(bucket)).isEqualTo(2);
+	}
+
+	@Test
+	void rejectsBadArgumentsNamingThem() {
+		assertThatIllegalArgumentException().isThrownBy(() -> SharedTokenBucket.builder().rate(0, Duration.ofSeconds(1)).build())
+				.withMessageContaining("rate");
+		assertThatIllegalArgumentException().isThrownBy(() -> SharedTokenBucket.builder().rate(1, Duration.ZERO).build())
+				.withMessageContaining("period");
+		assertThatIllegalArgumentException()
+				.isThrownBy(() -> SharedTokenBucket.builder().rate(1, Duration.ofSeconds(1)).limit(0).build())
+				.withMessageContaining("limit");
+		assertThatIllegalArgumentException()
+				.isThrownBy(() -> SharedTokenBucket.builder().rate(1, Duration.ofSeconds(1)).limit(5).initial(6).build())
+				.withMessageContaining("initial");
+		assertThatIllegalArgumentException()
+				.isThrownBy(() -> SharedTokenBucket.builder().rate(1, Duration.ofSeconds(1)).limit(5).threshold(6).build())
+				.withMessageContaining("threshold");
+		SharedTokenBucket bucket = perMillisecond().build();
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.grab(-1)).withMessageContaining("n must be >= 0");
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.acquire(1, Duration.ofMillis(-1)))
+				.withMessageContaining("maxWait");
+	}
+
+	@Test
+	void countsGrantedAndRejectedCalls() {
+		SharedTokenBucket bucket = perMillisecond().limit(2).stats(StatsRecorder.concurrent()).build();
+		drain(bucket);
+		RateLimiterSnapshot snapshot = bucket.snapshot();
+		assertThat(snapshot.granted()).isEqualTo(2);
+		assertThat(snapshot.rejected()).isEqualTo(1);
+		assertThat(snapshot.pools()).isNull();
+		assertThat(snapshot.behindSchedule()).isZero();
+	}
+
+	private Permit acquireNow(SharedTokenBucket bucket) {
+		try {
+			return bucket.acquire(1, Duration.ZERO);
+		}
+		catch (InterruptedException ex) {
+			throw new IllegalStateException(ex);
+		}
+	}
+
+	/** Releases one token of a capped bucket, once. */
+	private static final class ReleasingProbe implements Permit {
+
+		private final SharedTokenBucket bucket;
+
+		ReleasingProbe(SharedTokenBucket bucket) {
+			this.bucket = bucket;
+		}
+
+		@Override
+		public void close() {
+			this.bucket.release(1);
+		}
+	}
+}
