@@ -1,0 +1,189 @@
+package dev.ratelimit.spring;
+
+import java.math.BigDecimal;
+import java.math.BigInteger;
+import java.time.Duration;
+import java.util.Locale;
+import java.util.Set;
+
+/**
+ * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
+ * applied, a fractional rate turned into an exact whole number of tokens per period.
+ *
+ * @param name the bucket name
+ * @param type {@code shared} or {@code hybrid}
+ * @param backend {@code local} or {@code redis}
+ * @param rate the rate as configured, per {@code period}
+ * @param period the period as configured
+ * @param tokens whole tokens per {@code tokenPeriod}, equal to {@code rate} per {@code period}
+ * @param tokenPeriod the period of {@code tokens}
+ * @param limit shared: the most tokens banked; hybrid: the active pool in operations, or {@code null}
+ *        for the pacer's default
+ * @param initial shared: tokens at start; hybrid: {@code null}
+ * @param cappedRelease shared: whether tokens return only on release
+ * @param maxWait the longest a caller waits, {@link Duration#ZERO} for never
+ * @param burstRatio hybrid: the catch-up ratio; shared: {@code 1.0}
+ * @param redis the Redis settings (used only by the redis backend)
+ */
+public record BucketDefinition(String name, String type, String backend, BigDecimal rate, Duration period,
+		long tokens, Duration tokenPeriod, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
+		double burstRatio, RateLimitProperties.Redis redis) {
+
+	/** The bucket types. */
+	public static final Set<String> TYPES = Set.of("shared", "hybrid");
+
+	/** The backends. */
+	public static final Set<String> BACKENDS = Set.of("local", "redis");
+
+	/** The Redis failure policies. */
+	public static final Set<String> ON_FAILURE = Set.of("allow", "deny", "local");
+
+	private static final String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
+
+	/**
+	 * Checks and resolves one configured bucket.
+	 *
+	 * @param name the bucket name
+	 * @param bucket the bound properties
+	 * @return the definition
+	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
+	 */
+	public static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
+		String type = lower(bucket.getType());
+		if (!TYPES.contains(type)) {
+			throw RateLimitConfigurationException.invalidProperty(name, "type", bucket.getType(), "shared or hybrid");
+		}
+		String backend = lower(bucket.getBackend());
+		if (!BACKENDS.contains(backend)) {
+			throw RateLimitConfigurationException.invalidProperty(name, "backend", bucket.getBackend(),
+					"local or redis");
+		}
+		if (bucket.getRate() == null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "rate", "missing", RATE_ACCEPTED);
+		}
+		Duration period = bucket.getPeriod();
+		if (period == null || period.isZero() || period.isNegative()) {
+			throw RateLimitConfigurationException.invalidProperty(name, "period", period,
+					"a positive duration, e.g. 1s or 500ms");
+		}
+		long[] exact = exactRate(name, bucket.getRate(), period);
+		Duration maxWait = bucket.getMaxWait();
+		if (maxWait == null || maxWait.isNegative()) {
+			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
+					"a duration >= 0, e.g. 0, 100ms or 2s");
+		}
+		RateLimitProperties.Redis redis = bucket.getRedis();
+		checkRedis(name, redis);
+		Long limit = bucket.getLimit();
+		if (limit != null && limit < 1) {
+			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit, "a whole number >= 1");
+		}
+		if (type.equals("hybrid")) {
+			if (bucket.getInitial() != null) {
+				throw RateLimitConfigurationException.wrongType(name, "initial", type, "shared");
+			}
+			if (bucket.getCappedRelease() != null) {
+				throw RateLimitConfigurationException.wrongType(name, "capped-release", type, "shared");
+			}
+			if (backend.equals("redis")) {
+				throw RateLimitConfigurationException.invalidProperty(name, "backend", bucket.getBackend(),
+						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
+			}
+			double ratio = (bucket.getBurstRatio() != null) ? bucket.getBurstRatio() : 1.1;
+			if (!(ratio >= 1.0) || Double.isInfinite(ratio)) {
+				throw RateLimitConfigurationException.invalidProperty(name, "burst-ratio", bucket.getBurstRatio(),
+						"a number >= 1.0 (1.0 never catches up)");
+			}
+			return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0],
+					Duration.ofNanos(exact[1]), limit, null, false, maxWait, ratio, redis);
+		}
+		if (bucket.getBurstRatio() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type, "hybrid");
+		}
+		long resolvedLimit = (limit != null) ? limit : defaultLimit(bucket.getRate());
+		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
+		if (initial < 0 || initial > resolvedLimit) {
+			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
+					"a whole number from 0 to the limit (" + resolvedLimit + ")");
+		}
+		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
+		return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0], Duration.ofNanos(exact[1]),
+				resolvedLimit, initial, capped, maxWait, 1.0, redis);
+	}
+
+	/**
+	 * A copy with a new rate and/or limit, checked as the configuration is checked.
+	 *
+	 * @param newRate the new rate per {@link #period()}, or {@code null} to keep it
+	 * @param newLimit the new limit, or {@code null} to keep it
+	 * @return the changed definition
+	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
+	 */
+	public BucketDefinition withRateAndLimit(BigDecimal newRate, Long newLimit) {
+		BigDecimal r = (newRate != null) ? newRate : this.rate;
+		long[] exact = exactRate(this.name, r, this.period);
+		Long l = (newLimit != null) ? newLimit : this.limit;
+		if (l != null && l < 1) {
+			throw RateLimitConfigurationException.invalidProperty(this.name, "limit", l, "a whole number >= 1");
+		}
+		Long init = this.initial;
+		if (init != null && l != null && init > l) {
+			init = l;
+		}
+		return new BucketDefinition(this.name, this.type, this.backend, r, this.period, exact[0],
+				Duration.ofNanos(exact[1]), l, init, this.cappedRelease, this.maxWait, this.burstRatio, this.redis);
+	}
+
+	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
+		String onFailure = lower(redis.getOnFailure());
+		if (!ON_FAILURE.contains(onFailure)) {
+			throw RateLimitConfigurationException.invalidProperty(name, "redis.on-failure", redis.getOnFailure(),
+					"allow, deny or local");
+		}
+		Duration timeout = redis.getTimeout();
+		if (timeout == null || timeout.isZero() || timeout.isNegative()) {
+			throw RateLimitConfigurationException.invalidProperty(name, "redis.timeout", timeout,
+					"a positive duration, e.g. 100ms");
+		}
+		if (redis.getKeyPrefix() == null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "redis.key-prefix", null,
+					"a string (may be empty)");
+		}
+	}
+
+	/** One period's rate, rounded down, at least 1. */
+	private static long defaultLimit(BigDecimal rate) {
+		BigInteger whole = rate.toBigInteger();
+		return (whole.compareTo(BigInteger.ONE) < 0) ? 1
+				: (whole.bitLength() > 62) ? Long.MAX_VALUE / 4 : whole.longValue();
+	}
+
+	/**
+	 * {@code rate} per {@code period} as whole tokens per a whole number of nanoseconds, reduced: 2.5
+	 * per 1s is 5 per 2s.
+	 */
+	static long[] exactRate(String name, BigDecimal rate, Duration period) {
+		if (rate == null || rate.signum() <= 0) {
+			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate, RATE_ACCEPTED);
+		}
+		BigDecimal stripped = rate.stripTrailingZeros();
+		int scale = Math.max(stripped.scale(), 0);
+		BigInteger tokens = stripped.movePointRight(scale).toBigIntegerExact();
+		BigInteger nanos = BigInteger.valueOf(period.getSeconds()).multiply(BigInteger.valueOf(1_000_000_000L))
+			.add(BigInteger.valueOf(period.getNano()))
+			.multiply(BigInteger.TEN.pow(scale));
+		BigInteger gcd = tokens.gcd(nanos);
+		tokens = tokens.divide(gcd);
+		nanos = nanos.divide(gcd);
+		if (tokens.bitLength() > 62 || nanos.bitLength() > 62) {
+			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
+					RATE_ACCEPTED + " with fewer digits: " + rate + " per " + period + " has no exact form in whole"
+							+ " tokens per nanoseconds");
+		}
+		return new long[] { tokens.longValue(), nanos.longValue() };
+	}
+
+	private static String lower(String value) {
+		return (value != null) ? value.trim().toLowerCase(Locale.ROOT) : "";
+	}
+}

@@ -1,0 +1,42 @@
+package dev.ratelimit.spring;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Set;
+import java.util.function.Function;
+
+/**
+ * The registry of the configured buckets, each with the limiter bean named after it.
+ */
+final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
+
+	private final Map<String, ConfiguredBucket> buckets;
+
+	DefaultRateLimiterRegistry(BucketDefinitions definitions, Function<String, dev.ratelimit.core.RateLimiter> limiters) {
+		Map<String, ConfiguredBucket> map = new LinkedHashMap<>();
+		definitions.asMap().forEach((name, definition) -> map.put(name, new ConfiguredBucket(definition, limiters.apply(name))));
+		this.buckets = map;
+	}
+
+	@Override
+	public Set<String> names() {
+		return java.util.Collections.unmodifiableSet(this.buckets.keySet());
+	}
+
+	@Override
+	public Optional<RegisteredBucket> find(String name) {
+		return Optional.ofNullable(this.buckets.get(name));
+	}
+
+	@Override
+	public RegisteredBucket get(String name) {
+		ConfiguredBucket bucket = this.buckets.get(name);
+		if (bucket == null) {
+			RateLimitConfigurationException ex = RateLimitConfigurationException.unknownBucket(name, "this lookup",
+					this.buckets.keySet());
+			throw new IllegalArgumentException(ex.getDescription(), ex);
+		}
+		return bucket;
+	}
+}

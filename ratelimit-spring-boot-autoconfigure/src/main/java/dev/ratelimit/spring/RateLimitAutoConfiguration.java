@@ -1,0 +1,79 @@
+package dev.ratelimit.spring;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.aop.RateLimitAdvisor;
+import dev.ratelimit.spring.aop.RateLimitInterceptor;
+import dev.ratelimit.spring.web.RateLimitExceptionHandler;
+
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanDefinition;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Role;
+import org.springframework.core.env.Environment;
+
+/**
+ * Auto-configuration of the ratelimit starter: a bean per bucket of {@code ratelimit.buckets} (named
+ * after the bucket), the {@link RateLimiterRegistry}, the {@code @RateLimited} advisor and, in a web
+ * application, HTTP 429 for {@link dev.ratelimit.core.RateLimitExceededException}.
+ *
+ * <p>The advisor's order is {@code ratelimit.interceptor-order} (default
+ * {@link RateLimitProperties#DEFAULT_INTERCEPTOR_ORDER}, outside {@code @Transactional}, whose advisor
+ * has the lowest precedence by default): lower orders run outside, so set it above the transaction's
+ * order to throttle inside the transaction, or below a retry or circuit breaker's order to throttle
+ * every attempt once only.
+ */
+@AutoConfiguration
+@ConditionalOnBooleanProperty(name = "ratelimit.enabled", matchIfMissing = true)
+@EnableConfigurationProperties(RateLimitProperties.class)
+public final class RateLimitAutoConfiguration {
+
+	@Bean
+	static RateLimitBucketRegistrar rateLimitBucketRegistrar() {
+		return new RateLimitBucketRegistrar();
+	}
+
+	@Bean
+	@ConditionalOnMissingBean
+	BucketStatsFactory rateLimitBucketStatsFactory() {
+		return (bucket) -> StatsRecorder.concurrent();
+	}
+
+	@Bean
+	@ConditionalOnMissingBean
+	RateLimiterRegistry rateLimiterRegistry(BucketDefinitions definitions, ListableBeanFactory beanFactory) {
+		return new DefaultRateLimiterRegistry(definitions, (name) -> beanFactory.getBean(name, RateLimiter.class));
+	}
+
+	@Bean
+	@Role(BeanDefinition.ROLE_INFRASTRUCTURE)
+	static RateLimitAdvisor rateLimitAdvisor(Environment environment, ObjectProvider<BucketDefinitions> definitions,
+			ObjectProvider<RateLimiterRegistry> registry) {
+		int order = environment.getProperty("ratelimit.interceptor-order", Integer.class,
+				RateLimitProperties.DEFAULT_INTERCEPTOR_ORDER);
+		RateLimitAdvisor advisor = new RateLimitAdvisor(() -> definitions.getObject().names(),
+				new RateLimitInterceptor(registry::getObject));
+		advisor.setOrder(order);
+		return advisor;
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnWebApplication
+	@ConditionalOnClass(name = "org.springframework.http.ProblemDetail")
+	static class WebConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		RateLimitExceptionHandler rateLimitExceptionHandler() {
+			return new RateLimitExceptionHandler();
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package dev.ratelimit.spring;
+
+import java.util.Collection;
+
+/**
+ * A configuration the starter cannot run with: a bucket property out of range, a property of the
+ * other bucket type, an annotation naming a bucket that does not exist, a backend that is missing.
+ * It fails start-up; {@link RateLimitFailureAnalyzer} turns it into a readable description and action.
+ */
+public class RateLimitConfigurationException extends IllegalStateException {
+
+	private static final long serialVersionUID = 1L;
+
+	private final String description;
+
+	private final String action;
+
+	/**
+	 * Creates the exception.
+	 *
+	 * @param description what is wrong, naming the bucket and the property
+	 * @param action what to do about it, naming the accepted values
+	 */
+	public RateLimitConfigurationException(String description, String action) {
+		super(description + " " + action);
+		this.description = description;
+		this.action = action;
+	}
+
+	/**
+	 * A bucket property whose value is not accepted.
+	 *
+	 * @param bucket the bucket name
+	 * @param property the property, relative to the bucket (e.g. {@code rate})
+	 * @param value the value found
+	 * @param accepted what is accepted
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException invalidProperty(String bucket, String property, Object value,
+			String accepted) {
+		return new RateLimitConfigurationException(
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " is " + quoted(value) + ", which is not accepted.",
+				"Set " + propertyName(bucket, property) + " to " + accepted + ".");
+	}
+
+	/**
+	 * A property of the other bucket type.
+	 *
+	 * @param bucket the bucket name
+	 * @param property the property, relative to the bucket
+	 * @param type the bucket's type
+	 * @param otherType the type the property belongs to
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException wrongType(String bucket, String property, String type,
+			String otherType) {
+		return new RateLimitConfigurationException(
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " applies to " + otherType
+						+ " buckets only, and this bucket is of type " + type + ".",
+				"Remove " + propertyName(bucket, property) + ", or set " + propertyName(bucket, "type") + " to "
+						+ otherType + ".");
+	}
+
+	/**
+	 * A bucket name that is not configured.
+	 *
+	 * @param bucket the name asked for
+	 * @param where where it was asked for (e.g. a method)
+	 * @param configured the configured bucket names
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException unknownBucket(String bucket, String where,
+			Collection<String> configured) {
+		String known = configured.isEmpty() ? "no bucket is configured"
+				: "the configured buckets are " + String.join(", ", configured);
+		return new RateLimitConfigurationException(
+				"No rate limit bucket named '" + bucket + "' exists for " + where + "; " + known + ".",
+				"Add the bucket under ratelimit.buckets." + bucket + " (at least its rate), or name one of the"
+						+ " configured buckets.");
+	}
+
+	private static String propertyName(String bucket, String property) {
+		return "ratelimit.buckets." + bucket + "." + property;
+	}
+
+	private static String quoted(Object value) {
+		return (value instanceof CharSequence) ? "'" + value + "'" : String.valueOf(value);
+	}
+
+	/**
+	 * What is wrong.
+	 *
+	 * @return the description
+	 */
+	public String getDescription() {
+		return this.description;
+	}
+
+	/**
+	 * What to do about it.
+	 *
+	 * @return the action
+	 */
+	public String getAction() {
+		return this.action;
+	}
+}

@@ -1,0 +1,253 @@
+package dev.ratelimit.spring;
+
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.core.Ordered;
+
+/**
+ * Configuration of the ratelimit starter: the buckets, by name, that {@code @RateLimited} methods
+ * take their tokens from.
+ *
+ * <pre>{@code
+ * ratelimit:
+ *   buckets:
+ *     db-writes:
+ *       rate: 500
+ *       limit: 100
+ *       capped-release: true
+ * }</pre>
+ */
+@ConfigurationProperties("ratelimit")
+public class RateLimitProperties {
+
+	/** The order of the interceptor the starter puts around {@code @RateLimited} methods. */
+	public static final int DEFAULT_INTERCEPTOR_ORDER = Ordered.LOWEST_PRECEDENCE - 100;
+
+	/**
+	 * Whether the starter is on: buckets, the @RateLimited interceptor, meters and the endpoint.
+	 */
+	private boolean enabled = true;
+
+	/**
+	 * Order of the @RateLimited interceptor among other advice; lower runs outside. The default runs
+	 * outside @Transactional (whose default order is the lowest precedence), so capped-release tokens
+	 * come back after the transaction completes.
+	 */
+	private int interceptorOrder = DEFAULT_INTERCEPTOR_ORDER;
+
+	/**
+	 * Buckets by name, as @RateLimited("name") refers to them.
+	 */
+	private Map<String, Bucket> buckets = new LinkedHashMap<>();
+
+	public boolean isEnabled() {
+		return this.enabled;
+	}
+
+	public void setEnabled(boolean enabled) {
+		this.enabled = enabled;
+	}
+
+	public int getInterceptorOrder() {
+		return this.interceptorOrder;
+	}
+
+	public void setInterceptorOrder(int interceptorOrder) {
+		this.interceptorOrder = interceptorOrder;
+	}
+
+	public Map<String, Bucket> getBuckets() {
+		return this.buckets;
+	}
+
+	public void setBuckets(Map<String, Bucket> buckets) {
+		this.buckets = buckets;
+	}
+
+	/**
+	 * One bucket. Properties that apply to one type only are rejected on the other.
+	 */
+	public static class Bucket {
+
+		/**
+		 * Kind of limiter: shared (the rover token bucket, bursts up to limit) or hybrid (the three-pool
+		 * pacer that holds a schedule).
+		 */
+		private String type = "shared";
+
+		/**
+		 * Tokens (hybrid: operations) per period; > 0, fractions allowed (0.5 per 1s is 1 per 2s).
+		 */
+		private BigDecimal rate;
+
+		/**
+		 * Period of the rate.
+		 */
+		private Duration period = Duration.ofSeconds(1);
+
+		/**
+		 * Shared: most tokens banked, the largest burst (default one period's rate, at least 1). Hybrid:
+		 * the active pool in operations (default the larger of 1 ms of operations and 2).
+		 */
+		private Long limit;
+
+		/**
+		 * Shared only: tokens available at start, 0 to limit (default limit, a full bucket).
+		 */
+		private Long initial;
+
+		/**
+		 * Shared only: whether tokens return only when guarded calls complete, making the limit a bound
+		 * on calls in flight too (default false).
+		 */
+		private Boolean cappedRelease;
+
+		/**
+		 * Longest a caller waits for tokens before it is refused; 0 never waits.
+		 */
+		private Duration maxWait = Duration.ofSeconds(1);
+
+		/**
+		 * Hybrid only: how fast callers may catch up while behind schedule, as a multiple of the rate;
+		 * >= 1.0, 1.0 never catches up (default 1.1).
+		 */
+		private Double burstRatio;
+
+		/**
+		 * Where the bucket's state lives: local (in this JVM) or redis (shared by every instance, needs
+		 * ratelimit-redis and a RedisConnectionFactory).
+		 */
+		private String backend = "local";
+
+		/**
+		 * Settings of the redis backend.
+		 */
+		private final Redis redis = new Redis();
+
+		public String getType() {
+			return this.type;
+		}
+
+		public void setType(String type) {
+			this.type = type;
+		}
+
+		public BigDecimal getRate() {
+			return this.rate;
+		}
+
+		public void setRate(BigDecimal rate) {
+			this.rate = rate;
+		}
+
+		public Duration getPeriod() {
+			return this.period;
+		}
+
+		public void setPeriod(Duration period) {
+			this.period = period;
+		}
+
+		public Long getLimit() {
+			return this.limit;
+		}
+
+		public void setLimit(Long limit) {
+			this.limit = limit;
+		}
+
+		public Long getInitial() {
+			return this.initial;
+		}
+
+		public void setInitial(Long initial) {
+			this.initial = initial;
+		}
+
+		public Boolean getCappedRelease() {
+			return this.cappedRelease;
+		}
+
+		public void setCappedRelease(Boolean cappedRelease) {
+			this.cappedRelease = cappedRelease;
+		}
+
+		public Duration getMaxWait() {
+			return this.maxWait;
+		}
+
+		public void setMaxWait(Duration maxWait) {
+			this.maxWait = maxWait;
+		}
+
+		public Double getBurstRatio() {
+			return this.burstRatio;
+		}
+
+		public void setBurstRatio(Double burstRatio) {
+			this.burstRatio = burstRatio;
+		}
+
+		public String getBackend() {
+			return this.backend;
+		}
+
+		public void setBackend(String backend) {
+			this.backend = backend;
+		}
+
+		public Redis getRedis() {
+			return this.redis;
+		}
+	}
+
+	/**
+	 * Settings of a bucket on Redis.
+	 */
+	public static class Redis {
+
+		/**
+		 * Prefix of every key the bucket writes; the key is the prefix then {bucket-name}.
+		 */
+		private String keyPrefix = "ratelimit:";
+
+		/**
+		 * Longest a call waits for Redis, connecting included, before the on-failure policy applies.
+		 */
+		private Duration timeout = Duration.ofMillis(100);
+
+		/**
+		 * What a call does when Redis does not answer in time: allow (let it through), deny (refuse it)
+		 * or local (limit it with an in-memory bucket of the same rate and limit).
+		 */
+		private String onFailure = "allow";
+
+		public String getKeyPrefix() {
+			return this.keyPrefix;
+		}
+
+		public void setKeyPrefix(String keyPrefix) {
+			this.keyPrefix = keyPrefix;
+		}
+
+		public Duration getTimeout() {
+			return this.timeout;
+		}
+
+		public void setTimeout(Duration timeout) {
+			this.timeout = timeout;
+		}
+
+		public String getOnFailure() {
+			return this.onFailure;
+		}
+
+		public void setOnFailure(String onFailure) {
+			this.onFailure = onFailure;
+		}
+	}
+}

@@ -1,0 +1,128 @@
+package dev.ratelimit.spring.aop;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.Executor;
+import java.util.concurrent.ForkJoinPool;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.Reservation;
+
+import org.aopalliance.intercept.MethodInvocation;
+
+/**
+ * {@code CompletionStage} methods: the caller's thread never waits. The tokens are reserved at once;
+ * when they are there already the method runs on the caller's thread, otherwise a timer polls the
+ * reservation and the method runs on the common pool once they are there. The tokens are released
+ * when the stage the method returned completes; cancelling the returned future before the method ran
+ * gives them back.
+ */
+final class AsyncInvocations {
+
+	/** One daemon thread that only schedules polls; methods never run on it. */
+	static final ScheduledExecutorService TIMER = timer();
+
+	private static final Executor RUNNER = ForkJoinPool.commonPool();
+
+	private AsyncInvocations() {
+	}
+
+	private static ScheduledExecutorService timer() {
+		ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, (runnable) -> {
+			Thread thread = new Thread(runnable, "ratelimit-timer");
+			thread.setDaemon(true);
+			return thread;
+		});
+		executor.setRemoveOnCancelPolicy(true);
+		return executor;
+	}
+
+	static CompletableFuture<Object> invoke(InvocationPlan plan, MethodInvocation invocation) {
+		CompletableFuture<Object> result = new CompletableFuture<>();
+		Reservation reservation;
+		try {
+			reservation = plan.limiter.reserve(plan.cost.evaluate(invocation), plan.maxWait);
+		}
+		catch (RuntimeException ex) {
+			result.completeExceptionally(ex);
+			return result;
+		}
+		result.whenComplete((value, failure) -> {
+			if (result.isCancelled()) {
+				reservation.cancel();
+			}
+		});
+		poll(reservation, invocation, result, true);
+		return result;
+	}
+
+	private static void poll(Reservation reservation, MethodInvocation invocation, CompletableFuture<Object> result,
+			boolean callerThread) {
+		if (result.isDone()) {
+			reservation.cancel();
+			return;
+		}
+		long delay;
+		try {
+			delay = reservation.poll();
+		}
+		catch (RuntimeException ex) {
+			result.completeExceptionally(ex);
+			return;
+		}
+		if (delay > 0) {
+			TIMER.schedule(() -> poll(reservation, invocation, result, false), delay, TimeUnit.NANOSECONDS);
+			return;
+		}
+		Permit permit;
+		try {
+			permit = reservation.permit();
+		}
+		catch (IllegalStateException ex) {
+			return; // cancelled meanwhile: the future is done
+		}
+		if (callerThread) {
+			run(permit, invocation, result);
+		}
+		else {
+			RUNNER.execute(() -> run(permit, invocation, result));
+		}
+	}
+
+	private static void run(Permit permit, MethodInvocation invocation, CompletableFuture<Object> result) {
+		Object returned;
+		try {
+			returned = invocation.proceed();
+		}
+		catch (Throwable ex) {
+			permit.close();
+			result.completeExceptionally(ex);
+			return;
+		}
+		if (returned == null) {
+			permit.close();
+			result.complete(null);
+			return;
+		}
+		((CompletionStage<?>) returned).whenComplete((value, failure) -> {
+			permit.close();
+			if (failure != null) {
+				result.completeExceptionally(
+						(failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
+								: failure);
+			}
+			else {
+				result.complete(value);
+			}
+		});
+		result.whenComplete((value, failure) -> {
+			if (result.isCancelled() && returned instanceof CompletableFuture<?> future) {
+				future.cancel(false);
+			}
+		});
+	}
+}

@@ -1,0 +1,95 @@
+package dev.ratelimit.spring.aop;
+
+import java.lang.reflect.Method;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.RegisteredBucket;
+
+import org.springframework.boot.convert.DurationStyle;
+import org.springframework.util.ClassUtils;
+
+/**
+ * Everything the interceptor needs for one method, resolved once: the limiter, the cost, the max-wait
+ * and how the method returns.
+ */
+final class InvocationPlan {
+
+	private static final boolean REACTOR_PRESENT = ClassUtils.isPresent("reactor.core.publisher.Mono",
+			InvocationPlan.class.getClassLoader());
+
+	enum Kind {
+
+		BLOCKING, COMPLETION_STAGE, MONO, FLUX
+
+	}
+
+	final String bucket;
+
+	final RateLimiter limiter;
+
+	final CostExpression cost;
+
+	final Duration maxWait;
+
+	final Kind kind;
+
+	private InvocationPlan(String bucket, RateLimiter limiter, CostExpression cost, Duration maxWait, Kind kind) {
+		this.bucket = bucket;
+		this.limiter = limiter;
+		this.cost = cost;
+		this.maxWait = maxWait;
+		this.kind = kind;
+	}
+
+	static InvocationPlan of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
+		String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
+		CostExpression cost = CostExpression.parse(annotation.cost(), where);
+		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
+		return new InvocationPlan(bucket.name(), bucket.limiter(), cost, maxWait, kindOf(method.getReturnType()));
+	}
+
+	/**
+	 * Checks what can be checked of an annotation without its bucket: the cost parses, the max-wait is a
+	 * non-negative duration.
+	 */
+	static void checkAnnotation(RateLimited annotation, String where) {
+		CostExpression.parse(annotation.cost(), where);
+		if (!annotation.maxWait().isBlank()) {
+			parseMaxWait(annotation.maxWait(), where);
+		}
+	}
+
+	private static Duration parseMaxWait(String value, String where) {
+		Duration maxWait;
+		try {
+			maxWait = DurationStyle.detectAndParse(value.trim());
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("maxWait '" + value + "' of " + where
+					+ " is not a duration; expected e.g. 0, 100ms, 2s or PT0.5S", ex);
+		}
+		if (maxWait.isNegative()) {
+			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " is negative; expected >= 0");
+		}
+		return maxWait;
+	}
+
+	private static Kind kindOf(Class<?> returnType) {
+		if (CompletionStage.class.isAssignableFrom(returnType) && returnType.isAssignableFrom(CompletableFuture.class)) {
+			return Kind.COMPLETION_STAGE;
+		}
+		if (REACTOR_PRESENT) {
+			if (returnType == reactor.core.publisher.Mono.class) {
+				return Kind.MONO;
+			}
+			if (returnType == reactor.core.publisher.Flux.class) {
+				return Kind.FLUX;
+			}
+		}
+		return Kind.BLOCKING;
+	}
+}

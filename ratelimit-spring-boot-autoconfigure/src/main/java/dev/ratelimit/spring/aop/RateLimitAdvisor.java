@@ -1,0 +1,101 @@
+package dev.ratelimit.spring.aop;
+
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.util.Set;
+import java.util.function.Supplier;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+
+import org.aopalliance.aop.Advice;
+
+import org.springframework.aop.Pointcut;
+import org.springframework.aop.support.AbstractPointcutAdvisor;
+import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.util.ClassUtils;
+
+/**
+ * Applies the {@link RateLimitInterceptor} to {@link RateLimited @RateLimited} methods, and to every
+ * public method (not {@code Object}'s) of a {@code @RateLimited} class. While the application starts,
+ * matching checks each annotation: a bucket that does not exist, a cost that does not parse or a
+ * max-wait that is not a duration fails start-up with a message that says which.
+ */
+public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
+
+	private static final long serialVersionUID = 1L;
+
+	private final transient Pointcut pointcut;
+
+	private final transient RateLimitInterceptor interceptor;
+
+	/**
+	 * Creates the advisor.
+	 *
+	 * @param bucketNames the configured bucket names, asked for when a method is matched
+	 * @param interceptor the interceptor
+	 */
+	public RateLimitAdvisor(Supplier<Set<String>> bucketNames, RateLimitInterceptor interceptor) {
+		this.interceptor = interceptor;
+		this.pointcut = new RateLimitedPointcut(bucketNames);
+	}
+
+	@Override
+	public Pointcut getPointcut() {
+		return this.pointcut;
+	}
+
+	@Override
+	public Advice getAdvice() {
+		return this.interceptor;
+	}
+
+	/**
+	 * Finds the annotation that applies to a method: its own, else its class's when it is public and not
+	 * declared by {@code Object}.
+	 */
+	static RateLimited find(Method method, Class<?> targetClass) {
+		Method specific = ClassUtils.getMostSpecificMethod(method, targetClass);
+		RateLimited own = org.springframework.core.annotation.AnnotatedElementUtils.findMergedAnnotation(specific,
+				RateLimited.class);
+		if (own != null) {
+			return own;
+		}
+		if (!Modifier.isPublic(specific.getModifiers()) || specific.getDeclaringClass() == Object.class
+				|| Modifier.isStatic(specific.getModifiers())) {
+			return null;
+		}
+		return org.springframework.core.annotation.AnnotatedElementUtils.findMergedAnnotation(targetClass,
+				RateLimited.class);
+	}
+
+	private static final class RateLimitedPointcut extends StaticMethodMatcherPointcut {
+
+		private final Supplier<Set<String>> bucketNames;
+
+		RateLimitedPointcut(Supplier<Set<String>> bucketNames) {
+			this.bucketNames = bucketNames;
+		}
+
+		@Override
+		public boolean matches(Method method, Class<?> targetClass) {
+			RateLimited annotation = find(method, targetClass);
+			if (annotation == null) {
+				return false;
+			}
+			String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
+			Set<String> names = this.bucketNames.get();
+			if (!names.contains(annotation.value())) {
+				throw RateLimitConfigurationException.unknownBucket(annotation.value(), where, names);
+			}
+			try {
+				InvocationPlan.checkAnnotation(annotation, where);
+			}
+			catch (IllegalArgumentException ex) {
+				throw new RateLimitConfigurationException(ex.getMessage() + ".",
+						"Fix the cost or maxWait attribute of the annotation.");
+			}
+			return true;
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package dev.ratelimit.spring.aop;
+
+import java.lang.reflect.Method;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.spring.RateLimiterRegistry;
+
+import org.aopalliance.intercept.MethodInterceptor;
+import org.aopalliance.intercept.MethodInvocation;
+
+import org.springframework.aop.support.AopUtils;
+import org.springframework.core.MethodClassKey;
+
+/**
+ * Takes a {@link RateLimited @RateLimited} method's tokens around each call: waits for them up to the
+ * max-wait (or refuses at once when the wait needed is longer), runs the method, and releases the
+ * tokens when the call completes (capped release), exactly once, whether it returns or throws.
+ *
+ * <p>Methods returning {@code CompletionStage}/{@code CompletableFuture}, {@code Mono} or {@code Flux}
+ * wait without blocking a thread; their tokens are released when the returned value completes, fails
+ * or is cancelled, and a refusal is a failed future or an error signal. Everything about a method
+ * (annotation, bucket, parsed cost, max-wait, return kind) is resolved on its first call and cached:
+ * the hot path does no reflection, no parsing and no logging.
+ */
+public final class RateLimitInterceptor implements MethodInterceptor {
+
+	private final Supplier<RateLimiterRegistry> registry;
+
+	private final Map<MethodClassKey, InvocationPlan> plans = new ConcurrentHashMap<>();
+
+	/**
+	 * Creates the interceptor.
+	 *
+	 * @param registry where buckets are found, asked for on a method's first call
+	 */
+	public RateLimitInterceptor(Supplier<RateLimiterRegistry> registry) {
+		this.registry = registry;
+	}
+
+	@Override
+	public Object invoke(MethodInvocation invocation) throws Throwable {
+		InvocationPlan plan = plan(invocation);
+		if (plan == null) {
+			return invocation.proceed();
+		}
+		return switch (plan.kind) {
+			case BLOCKING -> invokeBlocking(plan, invocation);
+			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation);
+			case MONO -> ReactorInvocations.mono(plan, invocation);
+			case FLUX -> ReactorInvocations.flux(plan, invocation);
+		};
+	}
+
+	private static Object invokeBlocking(InvocationPlan plan, MethodInvocation invocation) throws Throwable {
+		long cost = plan.cost.evaluate(invocation);
+		Permit permit = plan.limiter.acquire(cost, plan.maxWait);
+		try {
+			return invocation.proceed();
+		}
+		finally {
+			permit.close();
+		}
+	}
+
+	private InvocationPlan plan(MethodInvocation invocation) {
+		Method method = invocation.getMethod();
+		Object target = invocation.getThis();
+		Class<?> targetClass = (target != null) ? AopUtils.getTargetClass(target) : method.getDeclaringClass();
+		MethodClassKey key = new MethodClassKey(method, targetClass);
+		InvocationPlan plan = this.plans.get(key);
+		if (plan == null) {
+			RateLimited annotation = RateLimitAdvisor.find(method, targetClass);
+			if (annotation == null) {
+				return null;
+			}
+			plan = InvocationPlan.of(annotation, method, targetClass, this.registry.get().get(annotation.value()));
+			this.plans.putIfAbsent(key, plan);
+		}
+		return plan;
+	}
+}

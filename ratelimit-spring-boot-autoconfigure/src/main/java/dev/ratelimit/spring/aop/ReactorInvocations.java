@@ -1,0 +1,89 @@
+package dev.ratelimit.spring.aop;
+
+import java.util.concurrent.TimeUnit;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.Reservation;
+
+import org.aopalliance.intercept.MethodInvocation;
+import org.reactivestreams.Publisher;
+import reactor.core.publisher.Flux;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.MonoSink;
+import reactor.core.scheduler.Schedulers;
+
+/**
+ * {@code Mono} and {@code Flux} methods: nothing happens before subscription; on subscription the
+ * tokens are reserved, polled on Reactor's parallel scheduler (no thread waits), and the method is
+ * invoked once they are there. The tokens are released when the returned publisher completes, fails
+ * or is cancelled; a refusal is an error signal. Loaded only when Reactor is on the class path.
+ */
+final class ReactorInvocations {
+
+	private ReactorInvocations() {
+	}
+
+	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation) {
+		return Mono.usingWhen(permit(plan, invocation), (permit) -> Mono.from(proceed(invocation)), ReactorInvocations::release,
+				(permit, failure) -> release(permit), ReactorInvocations::release);
+	}
+
+	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation) {
+		return Flux.usingWhen(permit(plan, invocation), (permit) -> proceed(invocation), ReactorInvocations::release,
+				(permit, failure) -> release(permit), ReactorInvocations::release);
+	}
+
+	private static Mono<Void> release(Permit permit) {
+		return Mono.fromRunnable(permit::close);
+	}
+
+	@SuppressWarnings("unchecked")
+	private static Publisher<Object> proceed(MethodInvocation invocation) {
+		try {
+			Object returned = invocation.proceed();
+			return (returned != null) ? (Publisher<Object>) returned : Mono.empty();
+		}
+		catch (Throwable ex) {
+			return Mono.error(ex);
+		}
+	}
+
+	private static Mono<Permit> permit(InvocationPlan plan, MethodInvocation invocation) {
+		return Mono.create((sink) -> {
+			Reservation reservation;
+			try {
+				reservation = plan.limiter.reserve(plan.cost.evaluate(invocation), plan.maxWait);
+			}
+			catch (RuntimeException ex) {
+				sink.error(ex);
+				return;
+			}
+			sink.onCancel(reservation::cancel);
+			poll(reservation, sink);
+		});
+	}
+
+	private static void poll(Reservation reservation, MonoSink<Permit> sink) {
+		long delay;
+		try {
+			delay = reservation.poll();
+		}
+		catch (IllegalStateException ex) {
+			return; // cancelled
+		}
+		catch (RuntimeException ex) {
+			sink.error(ex);
+			return;
+		}
+		if (delay > 0) {
+			Schedulers.parallel().schedule(() -> poll(reservation, sink), delay, TimeUnit.NANOSECONDS);
+			return;
+		}
+		try {
+			sink.success(reservation.permit());
+		}
+		catch (IllegalStateException ex) {
+			// cancelled meanwhile: the tokens went back with the cancel
+		}
+	}
+}
