@@ -263,8 +263,9 @@ public final class HybridRateLimiter implements RateLimiter {
 	}
 
 	private long claim(long n, long cost, long budget) {
-		if ((long) HEAD.getVolatile(this) - (long) TAIL.getVolatile(this) >= this.settings.activeMax) {
-			fill(this.clock.getAsLong()); // P5
+		long level = (long) HEAD.getVolatile(this) - (long) TAIL.getVolatile(this);
+		if (level >= this.settings.activeMax || level < cost) {
+			fill(this.clock.getAsLong()); // P5, and: time before a claim that must wait does not pay for it
 		}
 		long ticket = (long) TAIL.getAndAdd(this, cost) + cost;
 		if (ticket - (long) HEAD.getVolatile(this) <= 0) {

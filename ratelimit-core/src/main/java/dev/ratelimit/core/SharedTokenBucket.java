@@ -63,6 +63,10 @@ import java.util.function.LongSupplier;
  * it on top of the tokens just spent. This is the only fast-path clock read, once per fill.</li>
  * <li>I5. The head passes a ticket once and for all: only {@link #updateLimit} lowers it, and never
  * below the tail, so a covered caller stays covered.</li>
+ * <li>I7. A caller that will have to wait replenishes before it claims: the time that passed until then
+ * fills the bucket at most to its limit without the new claim, and only time after it pays the claim.
+ * A replenish for a queue of waiters may add up to {@code limit} plus their whole debt, so a waiter that
+ * oversleeps loses no tokens for the rest of the queue.</li>
  * <li>I6. A waiter that gives up removes its claim: the tail moves back when its claim is the last one;
  * otherwise its slot becomes a hole that the head jumps over when it reaches it, so that callers
  * behind it move up and callers ahead of it gain nothing.</li>
@@ -437,16 +441,27 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * once, keeping nothing, when the time-based wait is longer.
 	 */
 	private long claim(long n, long budget) {
+		long now = 0;
+		boolean clockRead = false;
+		if (covered() - (long) TAIL.getVolatile(this) < n) {
+			// I7: bring the bucket up to date before queueing, so time that passed before this claim is
+			// capped at the limit without it (a claim joining a queue cannot be paid with idle time)
+			now = this.clock.getAsLong();
+			replenish(now);
+			clockRead = true;
+		}
 		long ticket = grab(n);
 		long missing = deficiency(ticket);
 		if (missing == 0) {
 			return ticket;
 		}
-		long now = this.clock.getAsLong();
-		replenish(now);
-		missing = deficiency(ticket);
-		if (missing == 0) {
-			return ticket;
+		if (!clockRead) {
+			now = this.clock.getAsLong();
+			replenish(now);
+			missing = deficiency(ticket);
+			if (missing == 0) {
+				return ticket;
+			}
 		}
 		if (this.cappedRelease && ticket - (long) CEIL.getVolatile(this) > 0) {
 			return ticket; // waits for releases, up to its budget

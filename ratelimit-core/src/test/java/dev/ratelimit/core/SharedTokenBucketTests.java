@@ -92,6 +92,16 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
+	void aClaimAfterAnIdlePeriodIsNotPaidWithTheIdleTimeOnTopOfTheLimit() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().limit(1).initial(0).build();
+		this.clock.advance(Duration.ofMillis(50));
+		bucket.acquire(1, Duration.ZERO).close();
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofMillis(1));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+	}
+
+	@Test
 	void grabFromAFullBucketAlsoWastesTheIdleTime() {
 		SharedTokenBucket bucket = perMillisecond().limit(10).build();
 		this.clock.advance(Duration.ofSeconds(10));

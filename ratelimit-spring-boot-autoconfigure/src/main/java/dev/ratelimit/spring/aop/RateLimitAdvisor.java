@@ -14,6 +14,7 @@ import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
 import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
 
 /**
  * Applies the {@link RateLimitInterceptor} to {@link RateLimited @RateLimited} methods, and to every
@@ -61,7 +62,7 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 		if (own != null) {
 			return own;
 		}
-		if (!Modifier.isPublic(specific.getModifiers()) || specific.getDeclaringClass() == Object.class
+		if (!Modifier.isPublic(specific.getModifiers()) || ReflectionUtils.isObjectMethod(specific)
 				|| Modifier.isStatic(specific.getModifiers())) {
 			return null;
 		}
