@@ -1,0 +1,63 @@
+package dev.ratelimit.spring.actuate;
+
+import java.math.BigDecimal;
+
+import com.fasterxml.jackson.annotation.JsonInclude;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.RegisteredBucket;
+
+/**
+ * A bucket as the {@code ratelimits} endpoint shows it, from one consistent snapshot. Every field is
+ * always present; {@code pools} is {@code null} for shared buckets and serialized as such.
+ *
+ * @param type {@code shared} or {@code hybrid}
+ * @param backend {@code local} or {@code redis}
+ * @param rate tokens per period, as configured
+ * @param period the period, ISO-8601
+ * @param limit shared: the most tokens banked; hybrid: the active pool in operations
+ * @param available tokens a caller could take now without waiting
+ * @param deficiency tokens claimed by waiting callers but not yet there
+ * @param waiting callers waiting now
+ * @param inFlight tokens taken by calls that have not released them (capped release)
+ * @param cappedRelease whether tokens return only when calls complete
+ * @param granted calls let through since start
+ * @param rejected calls refused since start
+ * @param pools hybrid: the pool levels in operations; shared: {@code null}
+ * @param behindSchedule hybrid: how far callers are behind, ISO-8601; shared: {@code PT0S}
+ */
+@JsonInclude(JsonInclude.Include.ALWAYS)
+public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
+		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
+		Pools pools, String behindSchedule) {
+
+	/**
+	 * The pacer's pools, in operations.
+	 *
+	 * @param active schedule time ready to be granted
+	 * @param burst schedule time recovered from the backlog
+	 * @param waiting schedule time that passed unclaimed
+	 */
+	public record Pools(Number active, Number burst, Number waiting) {
+	}
+
+	/**
+	 * The view of a bucket now.
+	 *
+	 * @param bucket the bucket
+	 * @return its view
+	 */
+	public static BucketView of(RegisteredBucket bucket) {
+		RateLimiterSnapshot s = bucket.limiter().snapshot();
+		RateLimiterSnapshot.Pools p = s.pools();
+		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
+		return new BucketView(bucket.type(), bucket.backend(), bucket.rate(), bucket.period().toString(),
+				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
+				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString());
+	}
+
+	/** Whole numbers as integers, others as they are. */
+	static Number number(double value) {
+		long whole = (long) value;
+		return (whole == value && Math.abs(value) < 0x1p53) ? (Number) whole : (Number) value;
+	}
+}

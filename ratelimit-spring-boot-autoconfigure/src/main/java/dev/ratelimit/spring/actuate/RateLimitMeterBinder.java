@@ -1,0 +1,87 @@
+package dev.ratelimit.spring.actuate;
+
+import java.util.function.ToDoubleFunction;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.binder.MeterBinder;
+
+/**
+ * Binds every bucket's meters, tagged {@code bucket=<name>}: {@code ratelimit.calls} (function counters
+ * over the bucket's own counts, so counting costs the hot path nothing more), {@code ratelimit.wait},
+ * and the gauges {@code ratelimit.tokens.available}, {@code ratelimit.tokens.deficiency},
+ * {@code ratelimit.waiting}, {@code ratelimit.in.flight} and, for hybrid buckets,
+ * {@code ratelimit.pool.level{pool=active|burst|waiting}}. Counters and gauges hold their bucket
+ * weakly.
+ */
+public class RateLimitMeterBinder implements MeterBinder {
+
+	private final RateLimiterRegistry registry;
+
+	/**
+	 * Creates the binder.
+	 *
+	 * @param registry the buckets
+	 */
+	public RateLimitMeterBinder(RateLimiterRegistry registry) {
+		this.registry = registry;
+	}
+
+	@Override
+	public void bindTo(MeterRegistry meters) {
+		for (String name : this.registry.names()) {
+			this.registry.find(name).ifPresent((bucket) -> bind(meters, bucket));
+		}
+	}
+
+	private static void bind(MeterRegistry meters, RegisteredBucket bucket) {
+		String name = bucket.name();
+		RateLimiter limiter = bucket.limiter();
+		FunctionCounter.builder("ratelimit.calls", limiter, (l) -> l.snapshot().granted())
+			.tags("bucket", name, "outcome", "granted")
+			.description("Calls let through")
+			.register(meters);
+		FunctionCounter.builder("ratelimit.calls", limiter, (l) -> l.snapshot().rejected())
+			.tags("bucket", name, "outcome", "rejected")
+			.description("Calls refused")
+			.register(meters);
+		Timer.builder("ratelimit.wait")
+			.tag("bucket", name)
+			.description("Time granted calls spent waiting for tokens")
+			.register(meters);
+		gauge(meters, "ratelimit.tokens.available", name, limiter, RateLimiterSnapshot::available,
+				"Tokens a caller could take now without waiting");
+		gauge(meters, "ratelimit.tokens.deficiency", name, limiter, RateLimiterSnapshot::deficiency,
+				"Tokens claimed by waiting callers but not yet there");
+		gauge(meters, "ratelimit.waiting", name, limiter, RateLimiterSnapshot::waiting, "Callers waiting now");
+		gauge(meters, "ratelimit.in.flight", name, limiter, RateLimiterSnapshot::inFlight,
+				"Tokens taken by calls that have not released them");
+		if (bucket.type().equals("hybrid")) {
+			poolGauge(meters, name, limiter, "active", (p) -> p.active());
+			poolGauge(meters, name, limiter, "burst", (p) -> p.burst());
+			poolGauge(meters, name, limiter, "waiting", (p) -> p.waiting());
+		}
+	}
+
+	private static void gauge(MeterRegistry meters, String meter, String bucket, RateLimiter limiter,
+			ToDoubleFunction<RateLimiterSnapshot> value, String description) {
+		Gauge.builder(meter, limiter, (l) -> value.applyAsDouble(l.snapshot()))
+			.tag("bucket", bucket)
+			.description(description)
+			.register(meters);
+	}
+
+	private static void poolGauge(MeterRegistry meters, String bucket, RateLimiter limiter, String pool,
+			ToDoubleFunction<RateLimiterSnapshot.Pools> level) {
+		Gauge.builder("ratelimit.pool.level", limiter, (l) -> {
+			RateLimiterSnapshot.Pools pools = l.snapshot().pools();
+			return (pools != null) ? level.applyAsDouble(pools) : Double.NaN;
+		}).tags("bucket", bucket, "pool", pool).description("Level of a pacer's pool, in operations").register(meters);
+	}
+}

@@ -1,0 +1,106 @@
+package dev.ratelimit.spring.actuate;
+
+import java.math.BigDecimal;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+
+/**
+ * The {@code ratelimits} actuator endpoint: every bucket's live state, and retuning at run time.
+ *
+ * <ul>
+ * <li>{@code GET /actuator/ratelimits}: {@code {"buckets": {"db-writes": {...}, ...}}}</li>
+ * <li>{@code GET /actuator/ratelimits/{name}}: one bucket; 404 when there is none of that name</li>
+ * <li>{@code POST /actuator/ratelimits/{name}} with {@code {"rate": 200}} and/or {@code {"limit": 50}}:
+ * changes the bucket in place (the period stays; time that passed is counted at the old rate first;
+ * waiters keep their place) and returns the new view; a value the configuration would reject gets
+ * 400 with the same message.</li>
+ * </ul>
+ *
+ * <p>Like every actuator endpoint it is available over JMX, and over HTTP only when the application
+ * exposes it: {@code management.endpoints.web.exposure.include=health,ratelimits}. The write operation
+ * changes production limits: expose it only behind the actuator's usual security (for example a
+ * Spring Security rule that requires an operator role for {@code POST /actuator/**}).
+ */
+@Endpoint(id = "ratelimits")
+public class RateLimitsEndpoint {
+
+	private final RateLimiterRegistry registry;
+
+	/**
+	 * Creates the endpoint.
+	 *
+	 * @param registry the buckets
+	 */
+	public RateLimitsEndpoint(RateLimiterRegistry registry) {
+		this.registry = registry;
+	}
+
+	/**
+	 * Every bucket, in configuration order.
+	 *
+	 * @return the buckets' views
+	 */
+	@ReadOperation
+	public BucketsDescriptor buckets() {
+		Map<String, BucketView> buckets = new LinkedHashMap<>();
+		for (String name : this.registry.names()) {
+			this.registry.find(name).ifPresent((bucket) -> buckets.put(name, BucketView.of(bucket)));
+		}
+		return new BucketsDescriptor(buckets);
+	}
+
+	/**
+	 * One bucket.
+	 *
+	 * @param name the bucket name
+	 * @return its view, or {@code null} (404) when there is none
+	 */
+	@ReadOperation
+	public @Nullable BucketView bucket(@Selector String name) {
+		return this.registry.find(name).map(BucketView::of).orElse(null);
+	}
+
+	/**
+	 * Changes a bucket's rate and/or limit in place.
+	 *
+	 * @param name the bucket name
+	 * @param rate the new rate per the configured period, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @return the new view
+	 */
+	@WriteOperation
+	public BucketView update(@Selector String name, @Nullable BigDecimal rate, @Nullable Long limit) {
+		RegisteredBucket bucket = this.registry.find(name)
+			.orElseThrow(() -> new InvalidEndpointRequestException("No bucket named '" + name + "'; the buckets are "
+					+ String.join(", ", this.registry.names()), "unknown bucket"));
+		if (rate == null && limit == null) {
+			throw new InvalidEndpointRequestException("Give a rate and/or a limit, e.g. {\"rate\": 200}",
+					"nothing to change");
+		}
+		try {
+			bucket.update(rate, limit);
+		}
+		catch (IllegalArgumentException ex) {
+			throw new InvalidEndpointRequestException(ex.getMessage(), "invalid value");
+		}
+		return BucketView.of(bucket);
+	}
+
+	/**
+	 * The endpoint's answer for every bucket.
+	 *
+	 * @param buckets the views by bucket name, in configuration order
+	 */
+	public record BucketsDescriptor(Map<String, BucketView> buckets) {
+	}
+}

@@ -1,0 +1,131 @@
+package dev.ratelimit.spring.actuate;
+
+import java.time.Duration;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.BucketStatsFactory;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Metrics;
+import io.micrometer.core.instrument.Timer;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.test.context.FilteredClassLoader;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class RateLimitMetricsTests {
+
+	private final ApplicationContextRunner runner = new ApplicationContextRunner()
+		.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+				CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+				RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
+		.withPropertyValues("ratelimit.buckets.db.rate=2", "ratelimit.buckets.db.period=1h",
+				"ratelimit.buckets.db.max-wait=0", "ratelimit.buckets.fast.rate=200", "ratelimit.buckets.fast.limit=1",
+				"ratelimit.buckets.fast.initial=0", "ratelimit.buckets.io.rate=1000", "ratelimit.buckets.io.limit=3",
+				"ratelimit.buckets.io.capped-release=true", "ratelimit.buckets.feed.type=hybrid",
+				"ratelimit.buckets.feed.rate=12000");
+
+	@Test
+	void countsGrantedAndRejectedCallsTaggedByBucketAndOutcome() {
+		this.runner.run((context) -> {
+			MeterRegistry meters = context.getBean(MeterRegistry.class);
+			RateLimiter db = context.getBean("db", RateLimiter.class);
+			db.acquire(1, Duration.ZERO).close();
+			db.acquire(1, Duration.ZERO).close();
+			assertThatThrownBy(() -> db.acquire(1, Duration.ZERO)).isInstanceOf(RateLimitExceededException.class);
+			assertThat(meters.get("ratelimit.calls").tags("bucket", "db", "outcome", "granted").functionCounter().count())
+				.isEqualTo(2);
+			assertThat(meters.get("ratelimit.calls").tags("bucket", "db", "outcome", "rejected").functionCounter().count())
+				.isEqualTo(1);
+			assertThat(meters.get("ratelimit.tokens.available").tag("bucket", "db").gauge().value()).isZero();
+			assertThat(meters.get("ratelimit.waiting").tag("bucket", "db").gauge().value()).isZero();
+			Timer waits = meters.get("ratelimit.wait").tag("bucket", "db").timer();
+			assertThat(waits.count()).isZero();
+			assertThat(meters.getMeters()).allSatisfy((meter) -> {
+				if (meter.getId().getName().startsWith("ratelimit.")) {
+					assertThat(meter.getId().getTag("bucket")).isNotNull();
+				}
+			});
+		});
+	}
+
+	@Test
+	void timesOnlyTheCallsThatWaited() {
+		this.runner.run((context) -> {
+			MeterRegistry meters = context.getBean(MeterRegistry.class);
+			RateLimiter fast = context.getBean("fast", RateLimiter.class);
+			fast.acquire(1, Duration.ofSeconds(1)).close();
+			Timer waits = meters.get("ratelimit.wait").tag("bucket", "fast").timer();
+			assertThat(waits.count()).isEqualTo(1);
+			assertThat(waits.totalTime(java.util.concurrent.TimeUnit.NANOSECONDS)).isPositive();
+		});
+	}
+
+	@Test
+	void showsTokensInFlightForCappedRelease() {
+		this.runner.run((context) -> {
+			MeterRegistry meters = context.getBean(MeterRegistry.class);
+			RateLimiter io = context.getBean("io", RateLimiter.class);
+			Permit first = io.acquire(1, Duration.ZERO);
+			Permit second = io.acquire(1, Duration.ZERO);
+			assertThat(meters.get("ratelimit.in.flight").tag("bucket", "io").gauge().value()).isEqualTo(2);
+			assertThat(meters.get("ratelimit.tokens.available").tag("bucket", "io").gauge().value()).isEqualTo(1);
+			first.close();
+			second.close();
+			assertThat(meters.get("ratelimit.in.flight").tag("bucket", "io").gauge().value()).isZero();
+		});
+	}
+
+	@Test
+	void showsThePoolLevelsOfHybridBucketsOnly() {
+		this.runner.run((context) -> {
+			MeterRegistry meters = context.getBean(MeterRegistry.class);
+			assertThat(meters.get("ratelimit.pool.level").tags("bucket", "feed", "pool", "active").gauge().value())
+				.isEqualTo(12.0);
+			// burst holds at most active * (1.1 - 1) = 1.2 operations
+			assertThat(meters.get("ratelimit.pool.level").tags("bucket", "feed", "pool", "burst").gauge().value())
+				.isBetween(0.0, 1.2);
+			assertThat(meters.get("ratelimit.pool.level").tags("bucket", "feed", "pool", "waiting").gauge())
+				.isNotNull();
+			assertThat(meters.find("ratelimit.pool.level").tag("bucket", "db").gauge()).isNull();
+			assertThat(meters.get("ratelimit.tokens.deficiency").tag("bucket", "feed").gauge().value()).isZero();
+		});
+	}
+
+	@Test
+	void neverUsesTheGlobalRegistry() {
+		this.runner.run((context) -> assertThat(Metrics.globalRegistry.find("ratelimit.calls").meters()).isEmpty());
+	}
+
+	@Test
+	void backsOffWithoutMicrometer() {
+		this.runner.withClassLoader(new FilteredClassLoader("io.micrometer.core"))
+			.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				assertThat(context).doesNotHaveBean(RateLimitMeterBinder.class);
+				assertThat(context.getBean("db", RateLimiter.class).tryAcquire(1)).isTrue();
+			});
+	}
+
+	@Test
+	void backsOffWithoutAMeterRegistry() {
+		new ApplicationContextRunner()
+			.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
+			.withPropertyValues("ratelimit.buckets.db.rate=2")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				assertThat(context).doesNotHaveBean(RateLimitMeterBinder.class);
+				assertThat(context).getBean(BucketStatsFactory.class).isNotInstanceOf(MicrometerBucketStatsFactory.class);
+			});
+	}
+}
