@@ -543,7 +543,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			this.den = periodNanos / g1 / g2;
 			long oneMilli = Arithmetic.mulDiv(NANOS_PER_MILLI, this.num, this.den);
 			this.activeMax = (limit != null) ? Math.multiplyExact(limit, q) : Math.max(oneMilli, 2 * q);
-			this.burstMax = (long) Math.floor(this.activeMax * (burstRatio - 1.0));
+			this.burstMax = Math.round(this.activeMax * (burstRatio - 1.0));
 		}
 
 		long due(long now) {

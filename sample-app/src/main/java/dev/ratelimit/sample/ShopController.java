@@ -1,0 +1,65 @@
+package dev.ratelimit.sample;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+
+import dev.ratelimit.annotation.RateLimited;
+
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RequestBody;
+import org.springframework.web.bind.annotation.RequestParam;
+import org.springframework.web.bind.annotation.RestController;
+
+/**
+ * The shop's HTTP API. {@code /api/quote} is guarded directly by the {@code public-api} bucket with no
+ * waiting: callers that press too hard get HTTP 429 with a {@code Retry-After} header.
+ */
+@RestController
+public class ShopController {
+
+	private final OrderWriter orders;
+
+	private final PartnerApiClient partner;
+
+	private final ReportService reports;
+
+	public ShopController(OrderWriter orders, PartnerApiClient partner, ReportService reports) {
+		this.orders = orders;
+		this.partner = partner;
+		this.reports = reports;
+	}
+
+	@PostMapping("/orders")
+	public Map<String, Object> order(@RequestParam String item) {
+		return Map.of("stored", this.orders.write(item));
+	}
+
+	@PostMapping("/orders/batch")
+	public Map<String, Object> orders(@RequestBody List<String> items) {
+		return Map.of("written", this.orders.writeAll(items));
+	}
+
+	@GetMapping("/orders/count")
+	public Map<String, Object> count() {
+		return Map.of("orders", this.orders.count());
+	}
+
+	@GetMapping("/shipping/{destination}")
+	public Map<String, Object> shipping(@PathVariable String destination) {
+		return Map.of("destination", destination, "cents", this.partner.shippingQuote(destination));
+	}
+
+	@GetMapping("/reports/{name}")
+	public CompletableFuture<String> report(@PathVariable String name) {
+		return this.reports.render(name);
+	}
+
+	@GetMapping("/api/quote")
+	@RateLimited(value = "public-api", maxWait = "0")
+	public Map<String, Object> quote(@RequestParam(defaultValue = "DE") String destination) {
+		return Map.of("destination", destination, "cents", 990);
+	}
+}

@@ -1,0 +1,161 @@
+package dev.ratelimit.sample;
+
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.junit.jupiter.api.Test;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The whole application on a random port, driven over HTTP as a user would.
+ */
+@SpringBootTest(webEnvironment = WebEnvironment.RANDOM_PORT)
+class SampleApplicationTests {
+
+	private static final JsonMapper JSON = JsonMapper.builder().build();
+
+	private final HttpClient http = HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(5)).build();
+
+	@Value("${local.server.port}")
+	private int port;
+
+	private HttpResponse<String> send(String method, String path, String body) throws Exception {
+		HttpRequest.Builder request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + this.port + path))
+			.timeout(Duration.ofSeconds(30));
+		if (body != null) {
+			request.header("Content-Type", "application/json");
+		}
+		request.method(method, (body != null) ? HttpRequest.BodyPublishers.ofString(body)
+				: HttpRequest.BodyPublishers.noBody());
+		return this.http.send(request.build(), HttpResponse.BodyHandlers.ofString());
+	}
+
+	private JsonNode json(String method, String path) throws Exception {
+		HttpResponse<String> response = send(method, path, null);
+		assertThat(response.statusCode()).as(path).isEqualTo(200);
+		return JSON.readTree(response.body());
+	}
+
+	@Test
+	void writesAreLimitedToTheConfiguredRate() throws Exception {
+		long before = json("GET", "/actuator/ratelimits/db-writes").get("granted").asLong();
+		AtomicInteger ok = new AtomicInteger();
+		long start = System.nanoTime();
+		long end = start + Duration.ofMillis(1500).toNanos();
+		List<Thread> clients = new ArrayList<>();
+		for (int i = 0; i < 4; i++) {
+			Thread client = new Thread(() -> {
+				while (System.nanoTime() < end) {
+					try {
+						if (send("POST", "/orders?item=book", null).statusCode() == 200) {
+							ok.incrementAndGet();
+						}
+					}
+					catch (Exception ex) {
+						return;
+					}
+				}
+			});
+			client.start();
+			clients.add(client);
+		}
+		for (Thread client : clients) {
+			client.join();
+		}
+		double elapsed = (System.nanoTime() - start) / 1e9;
+		// 50 per second with bursts of 10: never more than rate * elapsed + limit
+		assertThat((double) ok.get()).isLessThanOrEqualTo(50 * elapsed + 10 + 4).isGreaterThan(50 * elapsed * 0.7);
+		JsonNode bucket = json("GET", "/actuator/ratelimits/db-writes");
+		assertThat(bucket.get("granted").asLong() - before).isEqualTo(ok.get());
+		assertThat(bucket.get("inFlight").asLong()).isZero();
+	}
+
+	@Test
+	void answersTooManyRequestsWithRetryAfterAndAProblemDetail() throws Exception {
+		HttpResponse<String> refused = null;
+		for (int i = 0; i < 10 && refused == null; i++) {
+			HttpResponse<String> response = send("GET", "/api/quote", null);
+			if (response.statusCode() == 429) {
+				refused = response;
+			}
+		}
+		assertThat(refused).as("a 429 within 10 quick calls at 2 per second").isNotNull();
+		assertThat(refused.headers().firstValue("Retry-After")).hasValue("1");
+		assertThat(refused.headers().firstValue("Content-Type")).hasValueSatisfying(
+				(type) -> assertThat(type).startsWith("application/problem+json"));
+		JsonNode problem = JSON.readTree(refused.body());
+		assertThat(problem.get("status").asInt()).isEqualTo(429);
+		assertThat(problem.get("bucket").asString()).isEqualTo("public-api");
+	}
+
+	@Test
+	void theEndpointShowsEveryBucketWithEveryField() throws Exception {
+		JsonNode buckets = json("GET", "/actuator/ratelimits").get("buckets");
+		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "reports", "public-api");
+		JsonNode db = buckets.get("db-writes");
+		assertThat(db.get("type").asString()).isEqualTo("shared");
+		assertThat(db.get("cappedRelease").asBoolean()).isTrue();
+		assertThat(db.get("limit").asLong()).isEqualTo(10);
+		assertThat(db.has("pools")).isTrue();
+		assertThat(db.get("pools").isNull()).isTrue();
+		assertThat(db.get("behindSchedule").asString()).isEqualTo("PT0S");
+		JsonNode partner = buckets.get("partner-api");
+		assertThat(partner.get("type").asString()).isEqualTo("hybrid");
+		assertThat(partner.get("pools").has("active")).isTrue();
+		assertThat(Duration.parse(partner.get("behindSchedule").asString())).isPositive();
+		assertThat(send("GET", "/actuator/ratelimits/nope", null).statusCode()).isEqualTo(404);
+	}
+
+	@Test
+	void theEndpointRetunesABucketAndRejectsWhatTheConfigurationWould() throws Exception {
+		HttpResponse<String> changed = send("POST", "/actuator/ratelimits/reports", "{\"rate\": 8, \"limit\": 4}");
+		assertThat(changed.statusCode()).isEqualTo(200);
+		JsonNode view = JSON.readTree(changed.body());
+		assertThat(view.get("rate").asInt()).isEqualTo(8);
+		assertThat(view.get("limit").asInt()).isEqualTo(4);
+		assertThat(send("POST", "/actuator/ratelimits/reports", "{\"rate\": -1}").statusCode()).isEqualTo(400);
+		assertThat(send("POST", "/actuator/ratelimits/reports", "{\"rate\": 5, \"limit\": 5}").statusCode())
+			.isEqualTo(200);
+	}
+
+	@Test
+	void theMetersCountWhatTheBucketsDid() throws Exception {
+		send("GET", "/shipping/Lyon", null);
+		send("POST", "/orders/batch", "[\"a\", \"b\", \"c\"]");
+		JsonNode calls = json("GET", "/actuator/metrics/ratelimit.calls?tag=bucket:partner-api&tag=outcome:granted");
+		assertThat(calls.get("measurements").get(0).get("value").asDouble()).isGreaterThanOrEqualTo(1);
+		json("GET", "/actuator/metrics/ratelimit.tokens.available?tag=bucket:db-writes");
+		json("GET", "/actuator/metrics/ratelimit.pool.level?tag=bucket:partner-api&tag=pool:waiting");
+		json("GET", "/actuator/metrics/ratelimit.wait?tag=bucket:db-writes");
+		String prometheus = send("GET", "/actuator/prometheus", null).body();
+		assertThat(prometheus).contains("ratelimit_calls_total{bucket=\"partner-api\",outcome=\"granted\"}");
+	}
+
+	@Test
+	void theAsynchronousReportCompletesOnceItsTokenIsThere() throws Exception {
+		HttpResponse<String> report = send("GET", "/reports/sales", null);
+		assertThat(report.statusCode()).isEqualTo(200);
+		assertThat(report.body()).startsWith("Report sales:");
+	}
+
+	@Test
+	void theLoadDriverPushesEveryBucketAndReportsWhatHappened() throws Exception {
+		JsonNode result = json("POST", "/load?seconds=1");
+		assertThat(result.propertyNames()).contains("db-writes", "partner-api", "public-api", "reports");
+		assertThat(result.get("public-api").get("rejected").asLong()).isPositive();
+		assertThat(send("POST", "/load?seconds=600", null).statusCode()).isEqualTo(400);
+	}
+}
