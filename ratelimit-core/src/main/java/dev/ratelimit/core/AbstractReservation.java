@@ -95,6 +95,20 @@ public abstract class AbstractReservation implements Reservation {
 	}
 
 	/**
+	 * A caller's max-wait in nanoseconds, checked.
+	 *
+	 * @param maxWait the max-wait
+	 * @return its nanoseconds, saturated at {@code Long.MAX_VALUE}
+	 * @throws IllegalArgumentException when it is {@code null} or negative
+	 */
+	public static long budgetNanos(Duration maxWait) {
+		if (maxWait == null || maxWait.isNegative()) {
+			throw new IllegalArgumentException("maxWait must be a non-negative duration, was " + maxWait);
+		}
+		return saturatedNanos(maxWait);
+	}
+
+	/**
 	 * Nanoseconds in a duration, saturated at {@link Long#MAX_VALUE} instead of overflowing.
 	 *
 	 * @param duration a non-negative duration

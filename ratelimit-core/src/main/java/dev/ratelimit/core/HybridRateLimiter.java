@@ -237,7 +237,7 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
-		long budget = checkWait(maxWait);
+		long budget = AbstractReservation.budgetNanos(maxWait);
 		long cost = cost(n);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " operations" + of());
@@ -256,7 +256,7 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
-		long budget = checkWait(maxWait);
+		long budget = AbstractReservation.budgetNanos(maxWait);
 		long cost = cost(n);
 		long ticket = (n == 0) ? (long) HEAD.getVolatile(this) : claim(n, cost, budget);
 		return new Claim(ticket, n, cost, maxWait, this.clock.getAsLong());
@@ -482,13 +482,6 @@ public final class HybridRateLimiter implements RateLimiter {
 		if (!(burstRatio >= 1.0) || Double.isInfinite(burstRatio)) {
 			throw new IllegalArgumentException("burstRatio must be >= 1.0, was " + burstRatio);
 		}
-	}
-
-	private static long checkWait(Duration maxWait) {
-		if (maxWait == null || maxWait.isNegative()) {
-			throw new IllegalArgumentException("maxWait must be a non-negative duration, was " + maxWait);
-		}
-		return AbstractReservation.saturatedNanos(maxWait);
 	}
 
 	private String of() {

@@ -411,7 +411,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
-		long budget = checkWait(maxWait);
+		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens" + of());
@@ -430,7 +430,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
-		long budget = checkWait(maxWait);
+		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
 		long ticket = (n == 0) ? (long) HEAD.getVolatile(this) : claim(n, budget);
 		return new Claim(ticket, n, maxWait, this.clock.getAsLong());
@@ -576,13 +576,6 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (n < 0) {
 			throw new IllegalArgumentException("n must be >= 0, was " + n);
 		}
-	}
-
-	private static long checkWait(Duration maxWait) {
-		if (maxWait == null || maxWait.isNegative()) {
-			throw new IllegalArgumentException("maxWait must be a non-negative duration, was " + maxWait);
-		}
-		return AbstractReservation.saturatedNanos(maxWait);
 	}
 
 	private String of() {
