@@ -1,12 +1,16 @@
 package dev.ratelimit.spring.actuate;
 
 import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStatsFactory;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitClock;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Metrics;
 import io.micrometer.core.instrument.Timer;
@@ -60,13 +64,21 @@ class RateLimitMetricsTests {
 
 	@Test
 	void timesOnlyTheCallsThatWaited() {
-		this.runner.run((context) -> {
+		AtomicLong now = new AtomicLong(1_000_000_000L);
+		this.runner.withBean(RateLimitClock.class, () -> now::get).run((context) -> {
 			MeterRegistry meters = context.getBean(MeterRegistry.class);
 			RateLimiter fast = context.getBean("fast", RateLimiter.class);
-			fast.acquire(1, Duration.ofSeconds(1)).close();
+			Reservation reservation = fast.reserve(1, Duration.ofSeconds(1));
+			long delay = reservation.poll();
+			assertThat(delay).isEqualTo(5_000_000);
+			now.addAndGet(delay);
+			assertThat(reservation.poll()).isZero();
+			reservation.permit().close();
+			now.addAndGet(5_000_000);
+			fast.acquire(1, Duration.ZERO).close();
 			Timer waits = meters.get("ratelimit.wait").tag("bucket", "fast").timer();
 			assertThat(waits.count()).isEqualTo(1);
-			assertThat(waits.totalTime(java.util.concurrent.TimeUnit.NANOSECONDS)).isPositive();
+			assertThat(waits.totalTime(TimeUnit.MILLISECONDS)).isEqualTo(5.0);
 		});
 	}
 
