@@ -67,6 +67,14 @@ import java.util.function.LongSupplier;
  * fills the bucket at most to its limit without the new claim, and only time after it pays the claim.
  * A replenish for a queue of waiters may add up to {@code limit} plus their whole debt, so a waiter that
  * oversleeps loses no tokens for the rest of the queue.</li>
+ * <li>I8. Time refills only tokens spent before the last credit: tokens made by an interval may lift
+ * the head at most to {@code line + limit}, where {@code line} is the tail as of the previous credit.
+ * A grab cannot tell when it happened (it reads no clock), so a late replenish assumes the worst: that
+ * the tokens spent since the last credit were spent just now. This is what keeps the token-bucket
+ * bound over every window, also after an idle period that began with the bucket nearly full. To keep
+ * that caution from starving callers, a grab that leaves the bucket at or below half its limit reads the
+ * clock and replenishes, which moves the line up to the tail; refunds and skipped holes are not time
+ * and are capped by I1 only.</li>
  * <li>I6. A waiter that gives up removes its claim: the tail moves back when its claim is the last one;
  * otherwise its slot becomes a hole that the head jumps over when it reaches it, so that callers
  * behind it move up and callers ahead of it gain nothing.</li>
@@ -100,6 +108,8 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static final VarHandle CREDITED;
 
+	private static final VarHandle LINE;
+
 	static {
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.lookup();
@@ -107,6 +117,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			HEAD = lookup.findVarHandle(SharedTokenBucket.class, "head", long.class);
 			CEIL = lookup.findVarHandle(SharedTokenBucket.class, "ceil", long.class);
 			CREDITED = lookup.findVarHandle(SharedTokenBucket.class, "credited", long.class);
+			LINE = lookup.findVarHandle(SharedTokenBucket.class, "line", long.class);
 		}
 		catch (ReflectiveOperationException ex) {
 			throw new ExceptionInInitializerError(ex);
@@ -143,6 +154,10 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	@SuppressWarnings("unused")
 	private volatile long credited;
+
+	/** The tail as of the last credit: time may refill only tokens spent before it (I8). */
+	@SuppressWarnings("unused")
+	private volatile long line;
 
 	private SharedTokenBucket(Builder builder) {
 		long periodNanos = Arithmetic.periodNanos(builder.period, "period");
@@ -196,7 +211,11 @@ public final class SharedTokenBucket implements RateLimiter {
 	public long grab(long n) {
 		checkCost(n);
 		syncIfFull();
-		return (long) TAIL.getAndAdd(this, n) + n;
+		long ticket = (long) TAIL.getAndAdd(this, n) + n;
+		if ((long) HEAD.getVolatile(this) - ticket <= (this.limit >> 1)) {
+			replenish(this.clock.getAsLong()); // I8: keep the line close behind the tail
+		}
+		return ticket;
 	}
 
 	/**
@@ -227,21 +246,55 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @param nowNanos the clock's reading
 	 */
 	public void replenish(long nowNanos) {
+		long tailNow = (long) TAIL.getVolatile(this);
 		Epoch e = this.epoch;
 		long due = e.due(nowNanos);
 		for (;;) {
 			long c = (long) CREDITED.getVolatile(this);
 			long add = due - c;
-			if (add <= 0) {
+			if (add < 0) {
+				return;
+			}
+			if (add == 0) {
+				// no whole token since the last credit: what was spent so far was spent before the next
+				// token, which may therefore refill it (I8)
+				raiseLine(tailNow);
 				return;
 			}
 			if (add < this.threshold && !isFull()) {
 				return;
 			}
 			if (CREDITED.compareAndSet(this, c, due)) {
-				advanceHead(add);
+				addTimeTokens(add, (long) LINE.getVolatile(this));
+				raiseLine(tailNow);
 				return;
 			}
+		}
+	}
+
+	private void raiseLine(long tailNow) {
+		for (;;) {
+			long l = (long) LINE.getVolatile(this);
+			if (tailNow - l <= 0 || LINE.compareAndSet(this, l, tailNow)) {
+				return;
+			}
+		}
+	}
+
+	/** Adds tokens made by time under I1 and I8, then skips the holes the head reached (I6). */
+	private void addTimeTokens(long add, long lineThen) {
+		for (;;) {
+			long h = (long) HEAD.getVolatile(this);
+			long t = (long) TAIL.getVolatile(this);
+			long lim = this.limit;
+			long cap = (lineThen - t < 0) ? lineThen + lim : t + lim;
+			long step = Math.min(add, cap - h);
+			if (step <= 0 || HEAD.compareAndSet(this, h, h + step)) {
+				break;
+			}
+		}
+		if (!this.holes.isEmpty()) {
+			skipHoles();
 		}
 	}
 
@@ -394,6 +447,9 @@ public final class SharedTokenBucket implements RateLimiter {
 					clockRead = true;
 				}
 				if (TAIL.compareAndSet(this, t, t + n)) {
+					if (h - (t + n) <= (this.limit >> 1)) {
+						replenish(this.clock.getAsLong()); // I8: keep the line close behind the tail
+					}
 					this.stats.recordGranted(0);
 					return true;
 				}

@@ -102,6 +102,28 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
+	void keepsTheBoundAfterAnIdlePeriodThatBeganWithTheBucketNearlyFull() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		this.clock.advance(Duration.ofSeconds(10));
+		// a true token bucket is full after the idle period: 10 at once, not 9 banked plus 10 of idle time
+		assertThat(drain(bucket)).isLessThanOrEqualTo(10);
+		this.clock.advance(Duration.ofMillis(3));
+		assertThat(drain(bucket)).isEqualTo(3);
+	}
+
+	@Test
+	void aGreedyCallerOfAOneTokenBucketGetsEveryToken() {
+		SharedTokenBucket bucket = perMillisecond().limit(1).initial(0).build();
+		long taken = 0;
+		for (int i = 0; i < 1000; i++) {
+			this.clock.advance(Duration.ofMillis(1));
+			taken += drain(bucket);
+		}
+		assertThat(taken).isEqualTo(1000);
+	}
+
+	@Test
 	void grabFromAFullBucketAlsoWastesTheIdleTime() {
 		SharedTokenBucket bucket = perMillisecond().limit(10).build();
 		this.clock.advance(Duration.ofSeconds(10));
