@@ -100,6 +100,10 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type, "hybrid");
 		}
+		if (backend.equals("redis") && bucket.getInitial() != null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
+					"nothing: a bucket on Redis is shared by every instance and starts full; remove it");
+		}
 		long resolvedLimit = (limit != null) ? limit : defaultLimit(bucket.getRate());
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		if (initial < 0 || initial > resolvedLimit) {

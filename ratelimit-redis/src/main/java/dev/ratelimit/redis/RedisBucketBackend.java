@@ -1,0 +1,54 @@
+package dev.ratelimit.redis;
+
+import java.util.Locale;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.BucketBackend;
+import dev.ratelimit.spring.BucketDefinition;
+
+import org.springframework.data.redis.connection.RedisConnectionFactory;
+
+/**
+ * The {@code redis} backend: makes a {@link RedisTokenBucket} for every bucket whose {@code backend}
+ * is {@code redis}, on the application's {@link RedisConnectionFactory}.
+ */
+public class RedisBucketBackend implements BucketBackend {
+
+	private final RedisConnectionFactory connectionFactory;
+
+	/**
+	 * Creates the backend.
+	 *
+	 * @param connectionFactory the application's Redis connection factory
+	 */
+	public RedisBucketBackend(RedisConnectionFactory connectionFactory) {
+		this.connectionFactory = connectionFactory;
+	}
+
+	@Override
+	public String name() {
+		return "redis";
+	}
+
+	@Override
+	public RateLimiter create(BucketDefinition definition, StatsRecorder stats) {
+		return RedisTokenBucket.builder()
+			.name(definition.name())
+			.connectionFactory(this.connectionFactory)
+			.keyPrefix(definition.redis().getKeyPrefix())
+			.rate(definition.tokens(), definition.tokenPeriod())
+			.limit(definition.limit())
+			.cappedRelease(definition.cappedRelease())
+			.timeout(definition.redis().getTimeout())
+			.onFailure(RedisTokenBucket.OnFailure
+				.valueOf(definition.redis().getOnFailure().trim().toUpperCase(Locale.ROOT)))
+			.stats(stats)
+			.build();
+	}
+
+	@Override
+	public String health(RateLimiter limiter) {
+		return (limiter instanceof RedisTokenBucket bucket) ? bucket.health() : BucketBackend.super.health(limiter);
+	}
+}

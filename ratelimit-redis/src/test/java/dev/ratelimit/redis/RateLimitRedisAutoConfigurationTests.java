@@ -1,0 +1,67 @@
+package dev.ratelimit.redis;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+class RateLimitRedisAutoConfigurationTests {
+
+	private static EmbeddedRedis redis;
+
+	private final ApplicationContextRunner runner = new ApplicationContextRunner()
+		.withConfiguration(AutoConfigurations.of(DataRedisAutoConfiguration.class, RateLimitAutoConfiguration.class,
+				RateLimitRedisAutoConfiguration.class))
+		.withPropertyValues("ratelimit.buckets.orders.rate=100", "ratelimit.buckets.orders.limit=10",
+				"ratelimit.buckets.orders.backend=redis", "ratelimit.buckets.orders.redis.key-prefix=shop:",
+				"ratelimit.buckets.orders.redis.on-failure=deny", "ratelimit.buckets.local.rate=5");
+
+	@BeforeAll
+	static void startRedis() {
+		redis = new EmbeddedRedis();
+	}
+
+	@AfterAll
+	static void stopRedis() {
+		redis.close();
+	}
+
+	@Test
+	void makesRedisBucketsForBucketsThatSaySoAndLocalOnesForTheRest() {
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				RateLimiter orders = context.getBean("orders", RateLimiter.class);
+				assertThat(orders).isInstanceOf(RedisTokenBucket.class);
+				assertThat(((RedisTokenBucket) orders).key()).isEqualTo("shop:{orders}");
+				assertThat(orders.tryAcquire(10)).isTrue();
+				assertThat(orders.tryAcquire(1)).isFalse();
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				assertThat(registry.get("orders").backend()).isEqualTo("redis");
+				assertThat(registry.get("local").backend()).isEqualTo("local");
+			});
+	}
+
+	@Test
+	void failsStartUpSayingWhatIsMissingWithoutAConnectionFactory() {
+		new ApplicationContextRunner()
+			.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class, RateLimitRedisAutoConfiguration.class))
+			.withPropertyValues("ratelimit.buckets.orders.rate=100", "ratelimit.buckets.orders.backend=redis")
+			.run((context) -> {
+				Throwable failure = context.getStartupFailure();
+				while (failure != null && !(failure instanceof RateLimitConfigurationException)) {
+					failure = failure.getCause();
+				}
+				assertThat(failure).isNotNull().hasMessageContaining("no RedisConnectionFactory bean exists");
+			});
+	}
+}

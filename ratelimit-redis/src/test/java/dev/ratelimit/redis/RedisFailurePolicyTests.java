@@ -1,0 +1,116 @@
+package dev.ratelimit.redis;
+
+import java.time.Duration;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Redis stopped mid-run and started again: each failure policy does what it says within the timeout,
+ * and the bucket goes back to Redis by itself.
+ */
+class RedisFailurePolicyTests {
+
+	private EmbeddedRedis redis;
+
+	private LettuceConnectionFactory factory;
+
+	@BeforeEach
+	void startRedis() {
+		this.redis = new EmbeddedRedis();
+		this.factory = this.redis.connectionFactory();
+	}
+
+	@AfterEach
+	void stopRedis() {
+		this.factory.destroy();
+		try {
+			this.redis.stop();
+		}
+		catch (RuntimeException ex) {
+			// already stopped
+		}
+	}
+
+	private RedisTokenBucket bucket(RedisTokenBucket.OnFailure onFailure) {
+		return RedisTokenBucket.builder().name("policy-" + onFailure).connectionFactory(this.factory)
+			.rate(1, Duration.ofHours(1)).limit(3).timeout(Duration.ofMillis(100)).onFailure(onFailure).build();
+	}
+
+	private static Duration timed(Runnable call) {
+		long start = System.nanoTime();
+		call.run();
+		return Duration.ofNanos(System.nanoTime() - start);
+	}
+
+	@Test
+	void allowLetsCallsThroughWhileRedisIsDownAndRecovers() throws InterruptedException {
+		RedisTokenBucket bucket = bucket(RedisTokenBucket.OnFailure.ALLOW);
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).isTrue();
+		}
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.redis.stop();
+		Duration first = timed(() -> assertThat(bucket.tryAcquire(1)).isTrue());
+		assertThat(first).isLessThan(Duration.ofMillis(1000));
+		assertThat(bucket.isUp()).isFalse();
+		for (int i = 0; i < 100; i++) {
+			assertThat(timed(() -> assertThat(bucket.tryAcquire(1)).isTrue())).isLessThan(Duration.ofMillis(1000));
+		}
+		this.redis.start();
+		assertThat(recovered(bucket)).isTrue();
+		// back on Redis (restarted without data, so the bucket there is full again) and limiting again
+		int granted = 0;
+		for (int i = 0; i < 10; i++) {
+			if (bucket.tryAcquire(1)) {
+				granted++;
+			}
+		}
+		assertThat(granted).isEqualTo(3);
+	}
+
+	@Test
+	void denyRefusesCallsWhileRedisIsDown() {
+		RedisTokenBucket bucket = bucket(RedisTokenBucket.OnFailure.DENY);
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		this.redis.stop();
+		assertThat(timed(() -> assertThat(bucket.tryAcquire(1)).isFalse())).isLessThan(Duration.ofMillis(1000));
+		assertThatThrownBy(() -> bucket.acquire(1, Duration.ofSeconds(5)))
+			.isInstanceOfSatisfying(RateLimitExceededException.class,
+					(ex) -> assertThat(ex.getBucket()).isEqualTo("policy-DENY"));
+	}
+
+	@Test
+	void localLimitsCallsWithAnInMemoryBucketOfTheSameRateAndLimit() throws InterruptedException {
+		RedisTokenBucket bucket = bucket(RedisTokenBucket.OnFailure.LOCAL);
+		this.redis.stop();
+		int granted = 0;
+		for (int i = 0; i < 10; i++) {
+			if (bucket.tryAcquire(1)) {
+				granted++;
+			}
+		}
+		assertThat(granted).isEqualTo(3);
+		this.redis.start();
+		assertThat(recovered(bucket)).isTrue();
+	}
+
+	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {
+		long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
+		while (System.nanoTime() < deadline) {
+			bucket.snapshot();
+			if (bucket.isUp()) {
+				return true;
+			}
+			Thread.sleep(50);
+		}
+		return false;
+	}
+}

@@ -1,0 +1,160 @@
+package dev.ratelimit.redis;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.StatsRecorder;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
+import org.springframework.data.redis.core.StringRedisTemplate;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * Against a real Redis server that the tests start themselves.
+ */
+class RedisTokenBucketTests {
+
+	private static EmbeddedRedis redis;
+
+	private static final List<LettuceConnectionFactory> factories = new ArrayList<>();
+
+	@BeforeAll
+	static void startRedis() {
+		redis = new EmbeddedRedis();
+	}
+
+	@AfterAll
+	static void stopRedis() {
+		factories.forEach(LettuceConnectionFactory::destroy);
+		redis.close();
+	}
+
+	private static LettuceConnectionFactory client() {
+		LettuceConnectionFactory factory = redis.connectionFactory();
+		factories.add(factory);
+		return factory;
+	}
+
+	private static RedisTokenBucket.Builder bucket(String name, long perSecond, long limit) {
+		return RedisTokenBucket.builder().name(name).connectionFactory(client()).rate(perSecond, Duration.ofSeconds(1))
+			.limit(limit).stats(StatsRecorder.concurrent());
+	}
+
+	@Test
+	void grantsItsLimitThenRefusesAndKeepsOneExpiringHashKey() {
+		RedisTokenBucket bucket = bucket("first", 1, 5).build();
+		for (int i = 0; i < 5; i++) {
+			assertThat(bucket.tryAcquire(1)).isTrue();
+		}
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		assertThat(bucket.key()).isEqualTo("ratelimit:{first}");
+		StringRedisTemplate template = new StringRedisTemplate(client());
+		assertThat(template.type(bucket.key()).code()).isEqualTo("hash");
+		// empty at 1 per second with limit 5: full again in 5 s, so it expires in about 6 s
+		assertThat(template.getExpire(bucket.key())).isBetween(4L, 7L);
+		assertThat(bucket.snapshot().available()).isZero();
+		assertThat(bucket.snapshot().granted()).isEqualTo(5);
+		assertThat(bucket.snapshot().rejected()).isEqualTo(1);
+	}
+
+	@Test
+	void aCallerWaitsLocallyForTheTimeRedisComputedInOneRoundTrip() throws InterruptedException {
+		RedisTokenBucket bucket = bucket("wait", 50, 1).build();
+		bucket.acquire(1, Duration.ZERO).close();
+		long start = System.nanoTime();
+		bucket.acquire(1, Duration.ofSeconds(1)).close();
+		Duration waited = Duration.ofNanos(System.nanoTime() - start);
+		assertThat(waited).isBetween(Duration.ofMillis(10), Duration.ofMillis(500));
+	}
+
+	@Test
+	void refusesAtOnceWhenTheWaitExceedsTheBudgetAndKeepsNothing() {
+		RedisTokenBucket bucket = bucket("refuse", 1, 1).build();
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		long start = System.nanoTime();
+		assertThatThrownBy(() -> bucket.acquire(1, Duration.ofMillis(100)))
+			.isInstanceOfSatisfying(RateLimitExceededException.class, (ex) -> {
+				assertThat(ex.getBucket()).isEqualTo("refuse");
+				assertThat(ex.getRetryAfter()).isBetween(Duration.ofMillis(500), Duration.ofSeconds(1));
+			});
+		assertThat(Duration.ofNanos(System.nanoTime() - start)).isLessThan(Duration.ofMillis(500));
+		assertThat(bucket.snapshot().deficiency()).isZero();
+	}
+
+	@Test
+	void instancesSharingABucketNeverExceedRateTimesElapsedPlusLimitAndReachIt() throws InterruptedException {
+		long rate = 300;
+		long limit = 30;
+		List<RedisTokenBucket> instances = List.of(bucket("shared", rate, limit).build(),
+				bucket("shared", rate, limit).build(), bucket("shared", rate, limit).build());
+		AtomicLong granted = new AtomicLong();
+		long start = System.nanoTime();
+		long end = start + Duration.ofSeconds(2).toNanos();
+		List<Thread> threads = new ArrayList<>();
+		for (RedisTokenBucket instance : instances) {
+			for (int i = 0; i < 3; i++) {
+				Thread thread = new Thread(() -> {
+					while (System.nanoTime() < end) {
+						try {
+							instance.acquire(1, Duration.ofMillis(200)).close();
+							granted.incrementAndGet();
+						}
+						catch (RateLimitExceededException ex) {
+							// queue longer than 200 ms: allowed
+						}
+						catch (InterruptedException ex) {
+							return;
+						}
+					}
+				});
+				thread.start();
+				threads.add(thread);
+			}
+		}
+		for (Thread thread : threads) {
+			thread.join();
+		}
+		double elapsed = (System.nanoTime() - start) / 1e9;
+		assertThat((double) granted.get()).isLessThanOrEqualTo(rate * elapsed + limit)
+			.isGreaterThan(rate * 2.0 * 0.98);
+	}
+
+	@Test
+	void cappedReleaseCountsTokensInFlightAcrossInstances() throws InterruptedException {
+		RedisTokenBucket a = bucket("capped", 1000, 2).cappedRelease(true).build();
+		RedisTokenBucket b = bucket("capped", 1000, 2).cappedRelease(true).build();
+		Permit first = a.acquire(1, Duration.ZERO);
+		Permit second = a.acquire(1, Duration.ZERO);
+		assertThat(b.tryAcquire(1)).isFalse();
+		assertThat(b.snapshot().inFlight()).isEqualTo(2);
+		first.close();
+		long deadline = System.nanoTime() + Duration.ofSeconds(5).toNanos();
+		boolean got = false;
+		while (!got && System.nanoTime() < deadline) {
+			got = b.tryAcquire(1);
+			Thread.sleep(5);
+		}
+		assertThat(got).isTrue();
+		b.release(1);
+		second.close();
+	}
+
+	@Test
+	void aBadConfigurationIsRefusedNamingTheArgument() {
+		assertThatThrownBy(() -> RedisTokenBucket.builder().connectionFactory(client()).rate(1, Duration.ofSeconds(1))
+			.build()).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("name");
+		assertThatThrownBy(() -> bucket("bad", 0, 1).build()).isInstanceOf(IllegalArgumentException.class)
+			.hasMessageContaining("rate");
+		assertThatThrownBy(() -> bucket("bad", 1, 1).timeout(Duration.ZERO).build())
+			.isInstanceOf(IllegalArgumentException.class).hasMessageContaining("timeout");
+	}
+}
