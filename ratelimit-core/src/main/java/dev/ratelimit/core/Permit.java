@@ -23,6 +23,47 @@ public interface Permit extends AutoCloseable {
 	static Permit noop() {
 		return NoopPermit.INSTANCE;
 	}
+
+	/**
+	 * A permit whose close runs {@code release} exactly once, however often and from however many
+	 * threads it is closed: what a limiter with capped release hands out.
+	 *
+	 * @param release what closing the permit does
+	 * @return the permit
+	 */
+	static Permit once(Runnable release) {
+		return new OncePermit(release);
+	}
+}
+
+final class OncePermit implements Permit {
+
+	private static final java.lang.invoke.VarHandle CLOSED;
+
+	static {
+		try {
+			CLOSED = java.lang.invoke.MethodHandles.lookup().findVarHandle(OncePermit.class, "closed", boolean.class);
+		}
+		catch (ReflectiveOperationException ex) {
+			throw new ExceptionInInitializerError(ex);
+		}
+	}
+
+	private final Runnable release;
+
+	@SuppressWarnings("unused")
+	private volatile boolean closed;
+
+	OncePermit(Runnable release) {
+		this.release = release;
+	}
+
+	@Override
+	public void close() {
+		if (CLOSED.compareAndSet(this, false, true)) {
+			this.release.run();
+		}
+	}
 }
 
 enum NoopPermit implements Permit {

@@ -617,7 +617,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	private Permit permitFor(long n) {
-		return this.cappedRelease ? new ReleasingPermit(this, n) : Permit.noop();
+		return this.cappedRelease ? Permit.once(() -> release(n)) : Permit.noop();
 	}
 
 	private void checkCost(long n) {
@@ -717,40 +717,6 @@ public final class SharedTokenBucket implements RateLimiter {
 		@Override
 		protected Permit grantedPermit() {
 			return (tokens() == 0) ? Permit.noop() : permitFor(tokens());
-		}
-	}
-
-	/** Releases its tokens once, however often it is closed. */
-	private static final class ReleasingPermit implements Permit {
-
-		private static final VarHandle CLOSED;
-
-		static {
-			try {
-				CLOSED = MethodHandles.lookup().findVarHandle(ReleasingPermit.class, "closed", boolean.class);
-			}
-			catch (ReflectiveOperationException ex) {
-				throw new ExceptionInInitializerError(ex);
-			}
-		}
-
-		private final SharedTokenBucket bucket;
-
-		private final long tokens;
-
-		@SuppressWarnings("unused")
-		private volatile boolean closed;
-
-		ReleasingPermit(SharedTokenBucket bucket, long tokens) {
-			this.bucket = bucket;
-			this.tokens = tokens;
-		}
-
-		@Override
-		public void close() {
-			if (CLOSED.compareAndSet(this, false, true)) {
-				this.bucket.release(this.tokens);
-			}
 		}
 	}
 

@@ -472,12 +472,7 @@ public final class RedisTokenBucket implements RateLimiter {
 				return Permit.noop();
 			}
 			long n = tokens();
-			AtomicBoolean closed = new AtomicBoolean();
-			return () -> {
-				if (closed.compareAndSet(false, true)) {
-					release(n);
-				}
-			};
+			return Permit.once(() -> release(n));
 		}
 	}
 
