@@ -19,5 +19,6 @@ for threads in 1 2; do
 	java -jar "$jar" 'TryPathBenchmark|ReferenceBenchmark' -t "$threads" -prof gc \
 		-rf csv -rff "$out/try-path-t$threads.csv" | tee "$out/try-path-t$threads.log"
 done
+java -jar "$jar" AnnotationBenchmark -rf csv -rff "$out/annotation.csv" | tee "$out/annotation.log"
 java -cp "$jar" dev.ratelimit.benchmarks.BlockingAccuracy 2 | tee "$out/blocking-accuracy.md"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
