@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.locks.LockSupport;
 
 import dev.ratelimit.core.RateLimitExceededException;
 
@@ -20,6 +21,8 @@ import org.springframework.stereotype.Component;
  */
 @Component
 public class LoadDriver {
+
+	private static final long REFUSED_PAUSE_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
 
 	/** The longest run accepted. */
 	public static final Duration MAX_RUN = Duration.ofSeconds(60);
@@ -100,6 +103,7 @@ public class LoadDriver {
 					}
 					catch (RateLimitExceededException ex) {
 						counts.rejected.incrementAndGet();
+						LockSupport.parkNanos(REFUSED_PAUSE_NANOS); // a refused client comes back soon, not at once
 					}
 				}
 			}, "load-driver");

@@ -20,6 +20,7 @@ import reactor.core.publisher.Sinks;
 import reactor.test.StepVerifier;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -266,6 +267,43 @@ class RateLimitInterceptorTests {
 			assertThat(bean.toString()).isEqualTo("class-level");
 			assertThat(snapshot(context, "class-level").granted()).isEqualTo(2);
 		});
+	}
+
+	@Test
+	void worksWithoutReactorOnTheClassPath() {
+		new ApplicationContextRunner().withClassLoader(new FilteredClassLoader("reactor."))
+			.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(PlainConfiguration.class)
+			.withPropertyValues("ratelimit.buckets.db-writes.rate=1", "ratelimit.buckets.db-writes.limit=1",
+					"ratelimit.buckets.db-writes.max-wait=0")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				Writer service = context.getBean(Writer.class);
+				service.write();
+				assertThatThrownBy(service::write).isInstanceOf(RateLimitExceededException.class);
+			});
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class PlainConfiguration {
+
+		@Bean
+		Writer plainService() {
+			return new PlainService();
+		}
+	}
+
+	public interface Writer {
+
+		void write();
+	}
+
+	static class PlainService implements Writer {
+
+		@Override
+		@RateLimited("db-writes")
+		public void write() {
+		}
 	}
 
 	@Configuration(proxyBeanMethods = false)
