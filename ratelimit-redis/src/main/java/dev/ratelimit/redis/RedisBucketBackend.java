@@ -46,9 +46,4 @@ public class RedisBucketBackend implements BucketBackend {
 			.stats(stats)
 			.build();
 	}
-
-	@Override
-	public String health(RateLimiter limiter) {
-		return (limiter instanceof RedisTokenBucket bucket) ? bucket.health() : BucketBackend.super.health(limiter);
-	}
 }

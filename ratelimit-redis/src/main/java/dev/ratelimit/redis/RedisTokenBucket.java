@@ -22,6 +22,7 @@ import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.BackendHealth;
 
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
@@ -57,7 +58,7 @@ import org.springframework.data.redis.core.script.RedisScript;
  * holding tokens never releases them: they stay in flight until the key expires, an hour after the
  * bucket's last use, and the bucket runs that much below its limit meanwhile.
  */
-public final class RedisTokenBucket implements RateLimiter {
+public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private static final RedisScript<List> SCRIPT = RedisScript
 		.of(new ClassPathResource("dev/ratelimit/redis/bucket.lua"), List.class);
@@ -171,6 +172,7 @@ public final class RedisTokenBucket implements RateLimiter {
 	 *
 	 * @return {@code true} while Redis answers
 	 */
+	@Override
 	public boolean isUp() {
 		return this.failures == 0;
 	}
@@ -180,6 +182,7 @@ public final class RedisTokenBucket implements RateLimiter {
 	 *
 	 * @return the health
 	 */
+	@Override
 	public String health() {
 		return isUp() ? "up" : "down: " + this.lastError;
 	}

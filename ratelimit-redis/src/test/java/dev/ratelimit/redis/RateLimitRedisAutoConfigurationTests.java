@@ -8,7 +8,13 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import io.micrometer.core.instrument.MeterRegistry;
+
 import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
 import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
@@ -48,6 +54,24 @@ class RateLimitRedisAutoConfigurationTests {
 				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
 				assertThat(registry.get("orders").backend()).isEqualTo("redis");
 				assertThat(registry.get("local").backend()).isEqualTo("local");
+			});
+	}
+
+	@Test
+	void showsWhetherRedisAnswersInTheMeters() {
+		this.runner
+			.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+					CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+					RateLimitMetricsAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.run((context) -> {
+				MeterRegistry meters = context.getBean(MeterRegistry.class);
+				context.getBean("orders", RateLimiter.class).tryAcquire(1);
+				assertThat(meters.get("ratelimit.backend.up").tags("bucket", "orders", "backend", "redis").gauge().value())
+					.isEqualTo(1.0);
+				assertThat(meters.find("ratelimit.backend.up").tag("bucket", "local").gauge()).isNull();
+				assertThat(meters.get("ratelimit.calls").tags("bucket", "orders", "outcome", "granted").functionCounter()
+					.count()).isEqualTo(1.0);
 			});
 	}
 

@@ -25,14 +25,4 @@ public interface BucketBackend {
 	 * @return the limiter
 	 */
 	RateLimiter create(BucketDefinition definition, StatsRecorder stats);
-
-	/**
-	 * A short description of the backend's health for the endpoint, e.g. {@code "up"}.
-	 *
-	 * @param limiter a limiter this backend created
-	 * @return the health, {@code "up"} by default
-	 */
-	default String health(RateLimiter limiter) {
-		return "up";
-	}
 }

@@ -4,6 +4,7 @@ import java.util.function.ToDoubleFunction;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import io.micrometer.core.instrument.FunctionCounter;
@@ -17,8 +18,8 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * over the bucket's own counts, so counting costs the hot path nothing more), {@code ratelimit.wait},
  * and the gauges {@code ratelimit.tokens.available}, {@code ratelimit.tokens.deficiency},
  * {@code ratelimit.waiting}, {@code ratelimit.in.flight} and, for hybrid buckets,
- * {@code ratelimit.pool.level{pool=active|burst|waiting}}. Counters and gauges hold their bucket
- * weakly.
+ * {@code ratelimit.pool.level{pool=active|burst|waiting}}, and for buckets on another backend
+ * {@code ratelimit.backend.up{backend=...}}. Counters and gauges hold their bucket weakly.
  */
 public class RateLimitMeterBinder implements MeterBinder {
 
@@ -62,6 +63,12 @@ public class RateLimitMeterBinder implements MeterBinder {
 		gauge(meters, "ratelimit.waiting", name, limiter, RateLimiterSnapshot::waiting, "Callers waiting now");
 		gauge(meters, "ratelimit.in.flight", name, limiter, RateLimiterSnapshot::inFlight,
 				"Tokens taken by calls that have not released them");
+		if (limiter instanceof BackendHealth backend) {
+			Gauge.builder("ratelimit.backend.up", backend, (b) -> b.isUp() ? 1 : 0)
+				.tags("bucket", name, "backend", bucket.backend())
+				.description("1 while the bucket's backend answers, 0 while it applies its failure policy")
+				.register(meters);
+		}
 		if (bucket.type().equals("hybrid")) {
 			poolGauge(meters, name, limiter, "active", (p) -> p.active());
 			poolGauge(meters, name, limiter, "burst", (p) -> p.burst());
