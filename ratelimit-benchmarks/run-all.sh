@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the benchmarks and runs all of them: the JMH try path against the peers (1 and 2 threads,
-# with allocation per operation), the references, and the blocking-accuracy table.
+# with allocation per operation), the references, the annotation's cost, the blocking-accuracy table
+# and one hot key on a local Redis (started by the program itself, on loopback).
 # About 15 minutes on a 2-core machine. Results land in ratelimit-benchmarks/results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,4 +22,5 @@ for threads in 1 2; do
 done
 java -jar "$jar" AnnotationBenchmark -rf csv -rff "$out/annotation.csv" | tee "$out/annotation.log"
 java -cp "$jar" dev.ratelimit.benchmarks.BlockingAccuracy 2 | tee "$out/blocking-accuracy.md"
+java -cp "$jar" dev.ratelimit.benchmarks.redis.RedisHotKey 5 | tee "$out/redis-hot-key.md"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$out/machine.txt"
