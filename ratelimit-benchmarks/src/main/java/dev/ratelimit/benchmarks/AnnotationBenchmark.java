@@ -1,5 +1,7 @@
 package dev.ratelimit.benchmarks;
 
+import java.time.Duration;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -18,12 +20,25 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
 
+import io.github.resilience4j.ratelimiter.RateLimiterConfig;
+import io.github.resilience4j.ratelimiter.RateLimiterRegistry;
+import io.github.resilience4j.spring6.fallback.FallbackDecorators;
+import io.github.resilience4j.spring6.fallback.FallbackExecutor;
+import io.github.resilience4j.spring6.ratelimiter.configure.RateLimiterAspect;
+import io.github.resilience4j.spring6.ratelimiter.configure.RateLimiterConfigurationProperties;
+import io.github.resilience4j.spring6.spelresolver.DefaultSpelResolver;
+import io.github.resilience4j.spring6.spelresolver.SpelResolver;
+
+import org.springframework.aop.aspectj.annotation.AspectJProxyFactory;
 import org.springframework.context.annotation.AnnotationConfigApplicationContext;
+import org.springframework.core.DefaultParameterNameDiscoverer;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.core.env.MapPropertySource;
 
 /**
- * What {@code @RateLimited} adds to a call: the same bean method called directly and through the
- * Spring proxy that takes a token from a bucket no caller exhausts (every call granted, none waits).
+ * What {@code @RateLimited} adds to a call: the same bean method called directly, through the Spring
+ * proxy that takes a token from a bucket no caller exhausts (every call granted, none waits), and
+ * through Resilience4j's {@code @RateLimiter} aspect with a limiter no caller exhausts either.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
@@ -39,6 +54,8 @@ public class AnnotationBenchmark {
 
 	private final Work direct = new Work();
 
+	private Resilience4jWork resilience4j;
+
 	@Setup(Level.Trial)
 	public void setUp() {
 		this.context = new AnnotationConfigApplicationContext();
@@ -52,6 +69,24 @@ public class AnnotationBenchmark {
 		if (this.proxied.getClass() == Work.class) {
 			throw new IllegalStateException("@RateLimited bean was not proxied");
 		}
+		this.resilience4j = resilience4jProxy(this.context);
+	}
+
+	/** Resilience4j's own aspect, as its Spring configuration builds it, around the same shape of bean. */
+	private static Resilience4jWork resilience4jProxy(AnnotationConfigApplicationContext context) {
+		RateLimiterRegistry registry = RateLimiterRegistry.of(RateLimiterConfig.custom()
+			.limitForPeriod(1_000_000_000)
+			.limitRefreshPeriod(Duration.ofSeconds(1))
+			.timeoutDuration(Duration.ZERO)
+			.build());
+		SpelResolver spel = new DefaultSpelResolver(new SpelExpressionParser(), new DefaultParameterNameDiscoverer(),
+				context.getBeanFactory());
+		RateLimiterAspect aspect = new RateLimiterAspect(registry, new RateLimiterConfigurationProperties(),
+				List.of(), new FallbackExecutor(spel, new FallbackDecorators(List.of())), spel);
+		AspectJProxyFactory factory = new AspectJProxyFactory(new Resilience4jWork());
+		factory.setProxyTargetClass(true);
+		factory.addAspect(aspect);
+		return factory.getProxy();
 	}
 
 	@TearDown(Level.Trial)
@@ -67,6 +102,22 @@ public class AnnotationBenchmark {
 	@Benchmark
 	public long rateLimited() {
 		return this.proxied.next();
+	}
+
+	@Benchmark
+	public long resilience4jAspect() {
+		return this.resilience4j.next();
+	}
+
+	/** The same work under Resilience4j's annotation. */
+	public static class Resilience4jWork {
+
+		private long count;
+
+		@io.github.resilience4j.ratelimiter.annotation.RateLimiter(name = "bench")
+		public long next() {
+			return ++this.count;
+		}
 	}
 
 	/** The guarded work: a counter, so that the call itself costs next to nothing. */
