@@ -30,6 +30,14 @@ public abstract class AbstractReservation implements Reservation {
 	 */
 	protected static final long AWAITING_RELEASE = -1;
 
+	/**
+	 * The last stretch of a wait that is spun rather than parked, when no more callers wait than there
+	 * are processors to spin: parking wakes a thread tens of microseconds late.
+	 */
+	static final long SPIN_NANOS = 50_000L;
+
+	private static final int SPINNERS = Math.max(1, Runtime.getRuntime().availableProcessors() / 2);
+
 	/** How often a claim that waits for releases looks again: releases carry no wake-up. */
 	static final long RELEASE_POLL_NANOS = 1_000_000L;
 
@@ -252,7 +260,13 @@ public abstract class AbstractReservation implements Reservation {
 			if (delay == 0) {
 				return permit();
 			}
-			LockSupport.parkNanos(this, delay);
+			if (delay > SPIN_NANOS || this.waiting.get() > SPINNERS) {
+				// a parked thread wakes tens of microseconds late: wake a little early and spin the rest
+				LockSupport.parkNanos(this, (delay > SPIN_NANOS) ? delay - SPIN_NANOS : delay);
+			}
+			else {
+				Thread.onSpinWait();
+			}
 		}
 	}
 }
