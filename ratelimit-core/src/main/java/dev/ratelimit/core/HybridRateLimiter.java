@@ -7,6 +7,7 @@ import java.math.BigInteger;
 import java.time.Duration;
 import java.util.Locale;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -67,7 +68,9 @@ import java.util.regex.Pattern;
  * </ul>
  * Linearization points: a grant at its CAS (or {@code getAndAdd}) on {@code tail}. Fills, rate changes
  * and refunds that touch the waiting pool run under a private lock, held for a few arithmetic steps
- * and never around a wait; the grant path takes no lock. Every rover is read and written with volatile
+ * and never around a wait; the grant path takes no lock, and a {@code tryAcquire} that finds the pools
+ * short does not queue for the lock either: when another thread is filling, it leaves the filling to
+ * that thread. Every rover is read and written with volatile
  * semantics.
  *
  * <h2>Changing the rate</h2>
@@ -114,12 +117,13 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	private final AtomicInteger waitingCallers = new AtomicInteger();
 
-	private final Object lock = new Object();
+	/** Guards fills, rate changes and refunds to the waiting pool; never held while a caller waits. */
+	private final ReentrantLock lock = new ReentrantLock();
 
 	private volatile Settings settings;
 
-	/** Ticks credited from the clock so far; guarded by {@code lock}. */
-	private long credited;
+	/** Ticks credited from the clock so far; written under {@code lock}. */
+	private volatile long credited;
 
 	/** The waiting pool, in ticks; written under {@code lock}, read racily by views. */
 	private volatile long waitingPool;
@@ -215,7 +219,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			long h = (long) HEAD.getVolatile(this);
 			if (h - t >= cost) {
 				if (!filled && h - t >= this.settings.activeMax) {
-					fill(this.clock.getAsLong()); // P5
+					tryFill(this.clock.getAsLong()); // P5
 					filled = true;
 					continue;
 				}
@@ -225,7 +229,14 @@ public final class HybridRateLimiter implements RateLimiter {
 				}
 			}
 			else if (!filled) {
-				fill(this.clock.getAsLong());
+				long now = this.clock.getAsLong();
+				if (fillCannotCover(now, cost - (h - t))) {
+					// not enough time has passed to cover the call: leave the time for a later fill
+					// (fills are linear in the time they move, so a later one moves the same)
+					this.stats.recordRejected();
+					return false;
+				}
+				tryFill(now);
 				filled = true;
 			}
 			else {
@@ -293,11 +304,15 @@ public final class HybridRateLimiter implements RateLimiter {
 		long t;
 		long h;
 		long w;
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			s = this.settings;
 			t = (long) TAIL.getVolatile(this);
 			h = (long) HEAD.getVolatile(this);
 			w = this.waitingPool;
+		}
+		finally {
+			this.lock.unlock();
 		}
 		long level = h - t;
 		long active = Math.min(Math.max(level, 0), s.activeMax);
@@ -372,7 +387,8 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	private void reconfigure(Change change) {
 		long now = this.clock.getAsLong();
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			fillLocked(now);
 			Settings old = this.settings;
 			Settings next = change.apply(now, old, this.credited);
@@ -390,12 +406,34 @@ public final class HybridRateLimiter implements RateLimiter {
 				}
 			}
 		}
+		finally {
+			this.lock.unlock();
+		}
 	}
 
 	/** Moves the schedule time that passed up to {@code now} into the pools (P2, P3). */
 	private void fill(long now) {
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			fillLocked(now);
+		}
+		finally {
+			this.lock.unlock();
+		}
+	}
+
+	/**
+	 * A fill for a caller that will not wait: when another thread is filling, that thread moves the
+	 * time in, and this one does not queue behind it.
+	 */
+	private void tryFill(long now) {
+		if (this.lock.tryLock()) {
+			try {
+				fillLocked(now);
+			}
+			finally {
+				this.lock.unlock();
+			}
 		}
 	}
 
@@ -421,12 +459,28 @@ public final class HybridRateLimiter implements RateLimiter {
 		HEAD.getAndAdd(this, toLevel + burstFill);
 	}
 
+	/**
+	 * Whether a fill now would leave the level short of {@code missing} ticks however it is split:
+	 * the new time plus the most the burst refill could move from the waiting pool.
+	 */
+	private boolean fillCannotCover(long now, long missing) {
+		Settings s = this.settings;
+		long add = s.due(now) - this.credited;
+		if (add <= 0) {
+			return true;
+		}
+		long burst = (s.burstMax > 0 && this.waitingPool > 0)
+				? Arithmetic.mulDiv(Math.min(add, s.activeMax), s.burstMax, s.activeMax) : 0;
+		return add + burst < missing;
+	}
+
 	/** P4: gives a claim back without letting anyone ahead of it gain. */
 	private void giveBack(long ticket, long cost) {
 		if (TAIL.compareAndSet(this, ticket, ticket - cost)) {
 			return;
 		}
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			Settings s = this.settings;
 			long h = (long) HEAD.getVolatile(this);
 			if (ticket - h <= 0) {
@@ -439,14 +493,13 @@ public final class HybridRateLimiter implements RateLimiter {
 				this.waitingPool = saturatedAdd(this.waitingPool, cost);
 			}
 		}
+		finally {
+			this.lock.unlock();
+		}
 	}
 
 	private long nanosUntil(long missing, long now) {
-		Settings s = this.settings;
-		long at;
-		synchronized (this.lock) {
-			at = s.instantOf(this.credited + missing);
-		}
+		long at = this.settings.instantOf(this.credited + missing);
 		return Math.max(at - now, 1);
 	}
 
