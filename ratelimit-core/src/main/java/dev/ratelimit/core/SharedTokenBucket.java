@@ -75,6 +75,8 @@ import java.util.function.LongSupplier;
  * that caution from starving callers, a grab that leaves the bucket at or below half its limit reads the
  * clock and replenishes, which moves the line up to the tail; refunds and skipped holes are not time
  * and are capped by I1 only.</li>
+ * <li>I9. When a replenish finds the bucket full (I1 or I8 wastes some of its tokens), the epoch restarts
+ * at that instant, so the fraction of the next token is wasted too: a full bucket earns nothing.</li>
  * <li>I6. A waiter that gives up removes its claim: the tail moves back when its claim is the last one;
  * otherwise its slot becomes a hole that the head jumps over when it reaches it, so that callers
  * behind it move up and callers ahead of it gain nothing.</li>
@@ -110,6 +112,8 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static final VarHandle LINE;
 
+	private static final VarHandle EPOCH;
+
 	static {
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.lookup();
@@ -118,6 +122,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			CEIL = lookup.findVarHandle(SharedTokenBucket.class, "ceil", long.class);
 			CREDITED = lookup.findVarHandle(SharedTokenBucket.class, "credited", long.class);
 			LINE = lookup.findVarHandle(SharedTokenBucket.class, "line", long.class);
+			EPOCH = lookup.findVarHandle(SharedTokenBucket.class, "epoch", Epoch.class);
 		}
 		catch (ReflectiveOperationException ex) {
 			throw new ExceptionInInitializerError(ex);
@@ -265,7 +270,9 @@ public final class SharedTokenBucket implements RateLimiter {
 				return;
 			}
 			if (CREDITED.compareAndSet(this, c, due)) {
-				addTimeTokens(add, (long) LINE.getVolatile(this));
+				if (addTimeTokens(add, (long) LINE.getVolatile(this)) < add) {
+					dropFraction(e, nowNanos);
+				}
 				raiseLine(tailNow);
 				return;
 			}
@@ -281,20 +288,38 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 	}
 
-	/** Adds tokens made by time under I1 and I8, then skips the holes the head reached (I6). */
-	private void addTimeTokens(long add, long lineThen) {
+	/**
+	 * Adds tokens made by time under I1 and I8, then skips the holes the head reached (I6).
+	 *
+	 * @return the tokens added
+	 */
+	private long addTimeTokens(long add, long lineThen) {
+		long step;
 		for (;;) {
 			long h = (long) HEAD.getVolatile(this);
 			long t = (long) TAIL.getVolatile(this);
 			long lim = this.limit;
 			long cap = (lineThen - t < 0) ? lineThen + lim : t + lim;
-			long step = Math.min(add, cap - h);
+			step = Math.min(add, cap - h);
 			if (step <= 0 || HEAD.compareAndSet(this, h, h + step)) {
 				break;
 			}
 		}
 		if (!this.holes.isEmpty()) {
 			skipHoles();
+		}
+		return Math.max(step, 0);
+	}
+
+	/**
+	 * I9: a full bucket wastes time, the fraction of the next token included: the epoch restarts now,
+	 * so the next token takes a whole interval (a token bucket that is full earns nothing, not even a
+	 * part of a token). Without it a window starting at a full bucket could see up to one token more
+	 * than {@code limit + rate * w}.
+	 */
+	private void dropFraction(Epoch e, long now) {
+		if (now - e.start > 0) {
+			EPOCH.compareAndSet(this, e, e.restartedAt(now));
 		}
 	}
 
@@ -673,6 +698,20 @@ public final class SharedTokenBucket implements RateLimiter {
 		long due(long now) {
 			long elapsed = now - this.start;
 			return (elapsed <= 0) ? this.base : this.base + Arithmetic.mulDiv(elapsed, this.num, this.den);
+		}
+
+		/** The same rate from {@code now}, with what is due by then as the base: the fraction is dropped. */
+		Epoch restartedAt(long now) {
+			return new Epoch(now, due(now), this.tokens, this.period, this.num, this.den);
+		}
+
+		private Epoch(long start, long base, long tokens, Duration period, long num, long den) {
+			this.start = start;
+			this.base = base;
+			this.tokens = tokens;
+			this.period = period;
+			this.num = num;
+			this.den = den;
 		}
 
 		/** The first instant at which {@code due} reaches {@code target}. */

@@ -113,6 +113,18 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
+	void aFullBucketEarnsNoPartOfTheNextTokenEither() {
+		SharedTokenBucket bucket = perMillisecond().limit(1).build();
+		this.clock.advance(Duration.ofNanos(1_500_000));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		// full since the start: the next token takes a whole millisecond from the take, not 0.5 ms
+		this.clock.advance(Duration.ofNanos(600_000));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+		this.clock.advance(Duration.ofNanos(400_000));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+	}
+
+	@Test
 	void aGreedyCallerOfAOneTokenBucketGetsEveryToken() {
 		SharedTokenBucket bucket = perMillisecond().limit(1).initial(0).build();
 		long taken = 0;
