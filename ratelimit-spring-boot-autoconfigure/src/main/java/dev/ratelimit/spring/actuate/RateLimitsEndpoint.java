@@ -81,19 +81,26 @@ public class RateLimitsEndpoint {
 	@WriteOperation
 	public BucketView update(@Selector String name, @Nullable BigDecimal rate, @Nullable Long limit) {
 		RegisteredBucket bucket = this.registry.find(name)
-			.orElseThrow(() -> new InvalidEndpointRequestException("No bucket named '" + name + "'; the buckets are "
-					+ String.join(", ", this.registry.names()), "unknown bucket"));
+			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
+					+ String.join(", ", this.registry.names())));
 		if (rate == null && limit == null) {
-			throw new InvalidEndpointRequestException("Give a rate and/or a limit, e.g. {\"rate\": 200}",
-					"nothing to change");
+			throw invalid("Give a rate and/or a limit, e.g. {\"rate\": 200}");
 		}
 		try {
 			bucket.update(rate, limit);
 		}
 		catch (IllegalArgumentException ex) {
-			throw new InvalidEndpointRequestException(ex.getMessage(), "invalid value");
+			throw invalid(ex.getMessage());
 		}
 		return BucketView.of(bucket);
+	}
+
+	/**
+	 * A 400 whose reason is the message itself: over HTTP Boot answers with the exception's reason,
+	 * so the operator reads what the configuration would have said.
+	 */
+	private static InvalidEndpointRequestException invalid(String message) {
+		return new InvalidEndpointRequestException(message, message);
 	}
 
 	/**
