@@ -114,6 +114,47 @@ class RateLimitMetricsTests {
 	}
 
 	@Test
+	void metersAHybridBucketThroughGrantedRejectedAndWaitedCalls() {
+		AtomicLong now = new AtomicLong(1_000_000_000L);
+		this.runner.withBean(RateLimitClock.class, () -> now::get).run((context) -> {
+			MeterRegistry meters = context.getBean(MeterRegistry.class);
+			RateLimiter feed = context.getBean("feed", RateLimiter.class);
+			// 12000/s: the active pool holds 1 ms, 12 operations, and starts full
+			assertThat(feed.tryAcquire(12)).isTrue();
+			assertThat(feed.tryAcquire(1)).isFalse();
+			assertThat(gauge(meters, "ratelimit.pool.level", "feed", "pool", "active")).isZero();
+			Reservation reservation = feed.reserve(1, Duration.ofSeconds(1));
+			long delay = reservation.poll();
+			assertThat(delay).isPositive();
+			assertThat(gauge(meters, "ratelimit.waiting", "feed")).isEqualTo(1);
+			assertThat(gauge(meters, "ratelimit.tokens.deficiency", "feed")).isPositive();
+			now.addAndGet(delay);
+			assertThat(reservation.poll()).isZero();
+			reservation.permit().close();
+			assertThat(gauge(meters, "ratelimit.waiting", "feed")).isZero();
+			assertThat(gauge(meters, "ratelimit.in.flight", "feed")).isZero();
+			assertThat(meters.get("ratelimit.calls").tags("bucket", "feed", "outcome", "granted").functionCounter().count())
+				.isEqualTo(2);
+			assertThat(meters.get("ratelimit.calls").tags("bucket", "feed", "outcome", "rejected").functionCounter().count())
+				.isEqualTo(1);
+			Timer waits = meters.get("ratelimit.wait").tag("bucket", "feed").timer();
+			assertThat(waits.count()).isEqualTo(1);
+			assertThat(waits.totalTime(TimeUnit.NANOSECONDS)).isEqualTo(delay);
+			now.addAndGet(Duration.ofSeconds(1).toNanos());
+			// a second idle: the active pool refills, the rest of the second is the backlog
+			assertThat(gauge(meters, "ratelimit.pool.level", "feed", "pool", "active")).isEqualTo(12.0);
+			double burst = gauge(meters, "ratelimit.pool.level", "feed", "pool", "burst");
+			assertThat(burst).isBetween(0.0, 1.2);
+			assertThat(gauge(meters, "ratelimit.pool.level", "feed", "pool", "waiting")).isGreaterThan(11_000.0);
+			assertThat(gauge(meters, "ratelimit.tokens.available", "feed")).isGreaterThanOrEqualTo(12.0);
+		});
+	}
+
+	private static double gauge(MeterRegistry meters, String name, String bucket, String... tags) {
+		return meters.get(name).tag("bucket", bucket).tags(tags).gauge().value();
+	}
+
+	@Test
 	void neverUsesTheGlobalRegistry() {
 		this.runner.run((context) -> assertThat(Metrics.globalRegistry.find("ratelimit.calls").meters()).isEmpty());
 	}
