@@ -23,7 +23,8 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * <li>{@code POST /actuator/ratelimits/{name}} with {@code {"rate": 200}} and/or {@code {"limit": 50}}:
  * changes the bucket in place (the period stays; time that passed is counted at the old rate first;
  * waiters keep their place) and returns the new view; a value the configuration would reject gets
- * 400 with the same message.</li>
+ * 400 with the same message (the error's reason; Boot's error body shows it as {@code message} when
+ * {@code server.error.include-message=always}).</li>
  * </ul>
  *
  * <p>Like every actuator endpoint it is available over JMX, and over HTTP only when the application
