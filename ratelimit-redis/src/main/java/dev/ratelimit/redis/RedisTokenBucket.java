@@ -337,7 +337,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			future = this.executor.submit(() -> execute(r, mode, n, maxWaitMicros));
 		}
 		catch (RejectedExecutionException ex) {
-			failed(ex, probe);
+			failed(ex);
 			return null;
 		}
 		try {
@@ -353,7 +353,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		catch (TimeoutException | ExecutionException ex) {
 			future.cancel(true);
-			failed(ex, false);
+			failed(ex);
 			return null;
 		}
 		finally {
@@ -370,7 +370,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				Long.toString(maxWaitMicros), this.cappedRelease ? "1" : "0", mode);
 	}
 
-	private void failed(Exception ex, boolean ignored) {
+	private void failed(Exception ex) {
 		int f = this.failures + 1;
 		this.failures = f;
 		Throwable cause = (ex instanceof ExecutionException && ex.getCause() != null) ? ex.getCause() : ex;
