@@ -27,9 +27,11 @@ import org.springframework.core.env.Environment;
  *
  * <p>The advisor's order is {@code ratelimit.interceptor-order} (default
  * {@link RateLimitProperties#DEFAULT_INTERCEPTOR_ORDER}, outside {@code @Transactional}, whose advisor
- * has the lowest precedence by default): lower orders run outside, so set it above the transaction's
- * order to throttle inside the transaction, or below a retry or circuit breaker's order to throttle
- * every attempt once only.
+ * has the lowest precedence by default): lower orders run outside. Capped-release tokens then come back
+ * after the transaction has committed or rolled back. To throttle inside the transaction instead, give
+ * the transaction advisor a lower order ({@code @EnableTransactionManagement(order = ...)}) than this
+ * one. Against a retry or a circuit breaker: an order below theirs takes tokens once per call, an
+ * order above theirs once per attempt.
  */
 @AutoConfiguration
 @ConditionalOnBooleanProperty(name = "ratelimit.enabled", matchIfMissing = true)

@@ -8,6 +8,7 @@ import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -15,10 +16,12 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.diagnostics.FailureAnalysis;
+import org.springframework.boot.test.context.FilteredClassLoader;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -199,6 +202,29 @@ class RateLimitAutoConfigurationTests {
 		this.runner.run((context) -> assertThat(context).doesNotHaveBean(RateLimitExceptionHandler.class));
 		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
 			.run((context) -> assertThat(context).hasSingleBean(RateLimitExceptionHandler.class));
+	}
+
+	@Test
+	void answersNoRefusalsOverHttpWithoutSpringWebOnTheClassPath() {
+		this.runner.withClassLoader(new FilteredClassLoader("org.springframework.web", "org.springframework.http"))
+			.withPropertyValues("ratelimit.buckets.db-writes.rate=500")
+			.run((context) -> {
+				assertThat(context).hasNotFailed().hasBean("db-writes");
+				assertThat(context).doesNotHaveBean(RateLimitExceptionHandler.class);
+			});
+	}
+
+	@Test
+	void runsTheInterceptorOutsideTransactionsByDefault() {
+		this.runner.run((context) -> assertThat(context.getBean(RateLimitAdvisor.class).getOrder())
+			.isEqualTo(RateLimitProperties.DEFAULT_INTERCEPTOR_ORDER)
+			.isLessThan(Ordered.LOWEST_PRECEDENCE));
+	}
+
+	@Test
+	void takesTheInterceptorOrderFromTheProperty() {
+		this.runner.withPropertyValues("ratelimit.interceptor-order=5")
+			.run((context) -> assertThat(context.getBean(RateLimitAdvisor.class).getOrder()).isEqualTo(5));
 	}
 
 	private static RateLimitConfigurationException rootCause(Throwable failure) {
