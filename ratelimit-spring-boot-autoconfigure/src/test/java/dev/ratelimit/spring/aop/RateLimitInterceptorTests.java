@@ -17,6 +17,7 @@ import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
+import reactor.core.Disposable;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.core.publisher.Sinks;
@@ -246,6 +247,28 @@ class RateLimitInterceptorTests {
 				.thenCancel()
 				.verify(Duration.ofSeconds(2));
 			assertThat(snapshot(context, "capped").inFlight()).isZero();
+		});
+	}
+
+	@Test
+	void aMonoCancelledWhileWaitingForTokensGivesThemBackAndNeverRuns() {
+		this.runner.withPropertyValues("ratelimit.buckets.capped.max-wait=10s").run((context) -> {
+			Service service = context.getBean(Service.class);
+			Sinks.Many<Integer> first = Sinks.many().unicast().onBackpressureBuffer();
+			Sinks.Many<Integer> second = Sinks.many().unicast().onBackpressureBuffer();
+			service.flux(first.asFlux()).subscribe();
+			service.flux(second.asFlux()).subscribe();
+			assertThat(snapshot(context, "capped").inFlight()).isEqualTo(2);
+			Disposable waiting = service.mono("late").subscribe();
+			assertThat(snapshot(context, "capped").waiting()).isEqualTo(1);
+			waiting.dispose();
+			assertThat(snapshot(context, "capped").waiting()).isZero();
+			first.tryEmitComplete();
+			second.tryEmitComplete();
+			RateLimiterSnapshot after = snapshot(context, "capped");
+			assertThat(after.inFlight()).isZero();
+			assertThat(after.deficiency()).isZero();
+			assertThat(service.monoCalls()).isZero();
 		});
 	}
 
