@@ -75,6 +75,12 @@ public abstract class AbstractReservation implements Reservation {
 	/** Nanoseconds from {@code startNanos} to the deadline; saturated, never overflows. */
 	private final long budgetNanos;
 
+	/** The thread parked in {@link #await()}, woken early by {@link #wake()}. */
+	private volatile Thread sleeper;
+
+	/** What {@link #wake()} runs for a caller that waits without a thread, set by {@link #onWake}. */
+	private volatile Runnable wakeAction;
+
 	/** Accessed through {@link #STATE}. */
 	@SuppressWarnings("unused")
 	private volatile int state;
@@ -250,6 +256,37 @@ public abstract class AbstractReservation implements Reservation {
 	 *         stays set
 	 */
 	public final Permit await() throws InterruptedException {
+		this.sleeper = Thread.currentThread();
+		try {
+			return awaitParked();
+		}
+		finally {
+			this.sleeper = null;
+		}
+	}
+
+	/**
+	 * Tells the claim that what it waits for may have changed (a caller ahead gave up, tokens were
+	 * released, the rate changed): a thread parked in {@link #await()} looks again at once, and the
+	 * action given to {@link #onWake} runs.
+	 */
+	protected final void wake() {
+		Thread thread = this.sleeper;
+		if (thread != null) {
+			LockSupport.unpark(thread);
+		}
+		Runnable action = this.wakeAction;
+		if (action != null) {
+			action.run();
+		}
+	}
+
+	@Override
+	public void onWake(Runnable action) {
+		this.wakeAction = action;
+	}
+
+	private Permit awaitParked() throws InterruptedException {
 		for (;;) {
 			if (Thread.currentThread().isInterrupted()) {
 				cancel();

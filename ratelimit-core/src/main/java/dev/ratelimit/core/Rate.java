@@ -210,7 +210,29 @@ public final class Rate {
 	 * @return the tokens, saturated at {@code Long.MAX_VALUE}
 	 */
 	public long tokensIn(long nanos) {
-		return (nanos <= 0) ? 0 : Arithmetic.mulDiv(nanos, this.numerator, this.denominator);
+		if (nanos <= 0) {
+			return 0;
+		}
+		if (this.denominator == 1) {
+			long tokens = nanos * this.numerator;
+			return (Math.multiplyHigh(nanos, this.numerator) == 0 && tokens >= 0) ? tokens : Long.MAX_VALUE;
+		}
+		return Arithmetic.mulDiv(nanos, this.numerator, this.denominator);
+	}
+
+	/**
+	 * Whether {@code nanos} earn a whole number of tokens, with no fraction of the next one.
+	 *
+	 * @param nanos a duration in nanoseconds
+	 * @return {@code true} when {@code nanos * numerator} is a multiple of {@code denominator} (always
+	 *         for a rate of a whole number of tokens per nanosecond, and for {@code nanos <= 0})
+	 */
+	public boolean isWhole(long nanos) {
+		if (this.denominator == 1 || nanos <= 0) {
+			return true;
+		}
+		return Arithmetic.mulDiv(nanos, this.numerator, this.denominator) == Arithmetic.mulDivCeil(nanos,
+				this.numerator, this.denominator);
 	}
 
 	/**

@@ -50,4 +50,15 @@ public interface Reservation {
 	 * @return whether this call cancelled the claim
 	 */
 	boolean cancel();
+
+	/**
+	 * Asks to be told when what the claim waits for may have changed earlier than its last
+	 * {@link #poll()} said (a caller ahead gave up, tokens were released, the rate changed), so that a
+	 * caller polling on a timer can poll again at once instead of waiting out a stale delay. The action
+	 * runs on the thread that caused the change and must be quick (schedule a poll, do not poll).
+	 *
+	 * @param action what to run; replaces an earlier one
+	 */
+	default void onWake(Runnable action) {
+	}
 }

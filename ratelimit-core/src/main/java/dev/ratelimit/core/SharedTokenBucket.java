@@ -3,20 +3,20 @@ package dev.ratelimit.core;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.time.Duration;
-import java.util.Map;
-import java.util.concurrent.ConcurrentSkipListMap;
+import java.util.Arrays;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongSupplier;
 
 /**
- * A lock-free token bucket shared by many threads: seastar's rover bucket, with an exact rate.
+ * A token bucket shared by many threads: seastar's rover bucket, exact, with a lock-free fast path.
  *
- * <p>Callers take tokens by advancing the tail rover; time puts tokens in by advancing the head
- * rover; a caller whose tail passed the head waits, in the order of its ticket, until the head
- * catches up. With <em>capped release</em> a third rover, the ceiling, bounds the head: tokens come
+ * <p>Callers take tokens by advancing the tail rover; time makes tokens available by advancing the
+ * head; a caller whose ticket lies beyond the head waits, in ticket order, until the head reaches
+ * it. With <em>capped release</em> a third rover, the ceiling, bounds the head as well: tokens come
  * back only when the guarded work releases them, so the bucket limits both the rate and the work in
- * flight. No background thread runs: whoever finds the bucket short moves the time that passed into
- * it.
+ * flight. No background thread runs: every call reads the clock and sees the time that passed.
  *
  * <pre>{@code
  * SharedTokenBucket bucket = SharedTokenBucket.builder()
@@ -33,61 +33,61 @@ import java.util.function.LongSupplier;
  * }</pre>
  *
  * <h2>Design</h2>
- * State, all in tokens, 64-bit counters that wrap and are compared only by difference:
+ * State, in tokens, 64-bit counters that wrap and are compared only by difference:
  * <ul>
- * <li>{@code tail}: tokens claimed so far. {@link #grab} is one {@code getAndAdd}; its result is the
- * caller's ticket.</li>
- * <li>{@code head}: tokens made available so far. A ticket is covered when {@code head - ticket >= 0}.</li>
- * <li>{@code ceil} (capped release only): {@code initial tail + limit + tokens released}.</li>
- * <li>{@code credited}: tokens of time moved into the head so far. The time itself is never stored as
- * an interval: the tokens due at instant {@code t} are {@code due(t) = n0 + floor((t - t0) * rate / period)},
- * computed exactly in 128 bits from the epoch {@code (t0, n0, rate, period)}, so no remainder is ever
- * rounded away, however often or seldom the bucket is replenished.</li>
+ * <li>{@code tail}: tokens claimed so far, plus tokens a full bucket wasted (see I2). A claim of
+ * {@code n} moves it from {@code t} to {@code t + n}; the new value is the claim's ticket.</li>
+ * <li>{@code head(now) = base + floor((now - start) * rate)}: tokens made available so far. It is never
+ * stored: {@code (start, base, rate)}, the <em>epoch</em>, is an immutable {@code State} read
+ * through one volatile field, and every call computes the head from the clock, exactly, in 128-bit
+ * arithmetic ({@link Rate#tokensIn}). So a caller always knows when it takes its tokens, which is
+ * what an exact token bucket needs: without the time of each take it must either break the bound or
+ * under-fill after idle.</li>
+ * <li>{@code ceil} (capped release only): {@code limit + tokens released + tokens a full bucket
+ * wasted}; a ticket is covered when both the head and the ceiling reached it.</li>
+ * <li>{@code holes} (in the same {@code State}): claims given back by waiters that others queue
+ * behind, as {@code (ticket, tokens)}; a ticket behind a hole counts its tokens as covered.</li>
  * </ul>
  * Invariants:
  * <ul>
- * <li>I1. {@code head - tail <= limit}: the bucket never banks more than its limit. Every move of the
- * head ({@link #replenish}, {@link #refund}) clamps to {@code tail + limit} read before its CAS; the
- * tail only grows, so the clamp holds after it too.</li>
- * <li>I2. Capped release: a ticket is covered only when both the head and the ceiling reached it, so
- * in-flight plus available ({@code min(head, ceil) - tail}) never exceed the limit. The head is not
- * clamped to the ceiling: time is not wasted while work is in flight, and a release makes tokens
- * that time already earned available at once (seastar's clamp loses them, one cause of the
- * throughput collapse that made it drop the mode).</li>
- * <li>I3. {@code credited} only moves forward, by CAS, from {@code c} to {@code due(now)}; the winner
- * alone adds {@code due(now) - c} to the head. Replenishers for the same instant compute the same
- * {@code due}: one wins, the others find nothing left to add. A clock that stands still or goes back
- * yields {@code due <= credited}: nothing happens.</li>
- * <li>I4. A caller that takes tokens from a full bucket first moves {@code credited} to now: time that
- * passed while the bucket was full is wasted, as in any token bucket, and a late replenish cannot add
- * it on top of the tokens just spent. This is the only fast-path clock read, once per fill.</li>
- * <li>I5. The head passes a ticket once and for all: only {@link #updateLimit} lowers it, and never
- * below the tail, so a covered caller stays covered.</li>
- * <li>I7. A caller that will have to wait replenishes before it claims: the time that passed until then
- * fills the bucket at most to its limit without the new claim, and only time after it pays the claim.
- * A replenish for a queue of waiters may add up to {@code limit} plus their whole debt, so a waiter that
- * oversleeps loses no tokens for the rest of the queue.</li>
- * <li>I8. Time refills only tokens spent before the last credit: tokens made by an interval may lift
- * the head at most to {@code line + limit}, where {@code line} is the tail as of the previous credit.
- * A grab cannot tell when it happened (it reads no clock), so a late replenish assumes the worst: that
- * the tokens spent since the last credit were spent just now. This is what keeps the token-bucket
- * bound over every window, also after an idle period that began with the bucket nearly full. To keep
- * that caution from starving callers, a grab that leaves the bucket at or below half its limit reads the
- * clock and replenishes, which moves the line up to the tail; refunds and skipped holes are not time
- * and are capped by I1 only.</li>
- * <li>I9. When a replenish finds the bucket full (I1 or I8 wastes some of its tokens), the epoch restarts
- * at that instant, so the fraction of the next token is wasted too: a full bucket earns nothing.</li>
- * <li>I6. A waiter that gives up removes its claim: the tail moves back when its claim is the last one;
- * otherwise its slot becomes a hole that the head jumps over when it reaches it, so that callers
- * behind it move up and callers ahead of it gain nothing.</li>
+ * <li>I1. <b>At most {@code limit} tokens are available</b>: available is
+ * {@code min(head - tail, limit)}, never more (and, capped, also at most {@code ceil - tail}).
+ * Checked by {@code SharedTokenBucketModelTests} against an exact reference bucket.</li>
+ * <li>I2. <b>A full bucket wastes time, the fraction of the next token included.</b> A claim that
+ * finds {@code head - tail >= limit} first moves the tail to {@code head - limit} (the wasted tokens;
+ * capped: the ceiling moves with it, so {@code ceil - tail} still counts the tokens not in flight),
+ * and when the head at that instant is not a whole number of tokens, restarts the epoch there. So the
+ * next token takes a whole interval after the take, and over any window {@code w} at most
+ * {@code limit + rate * w} tokens go out; after an idle period of {@code limit / rate} exactly
+ * {@code limit} are available however the earlier tokens were taken or given back.
+ * ({@code SharedTokenBucketModelTests}, {@code SharedTokenBucketTests.aFullBucketEarnsNoPartOfTheNextTokenEither}).</li>
+ * <li>I3. <b>Tickets are covered in order.</b> The tail only grows except when the last claim is given
+ * back; a claim given back with others behind it becomes a hole, whose tokens every later ticket
+ * counts as covered at once (they move up) and no earlier one does (they gain nothing). Once the head
+ * reaches a hole, the hole moves into the epoch's base (and, capped, into the ceiling): nothing changes
+ * for anyone, the state is just smaller. ({@code SharedTokenBucketModelTests},
+ * jcstress {@code GiveUpRacingGrant}).</li>
+ * <li>I4. <b>Nothing is lost or counted twice.</b> A refusal claims nothing (it is decided before the
+ * claim, or the claim is given back under the lock); giving back is exact (I3) and never lifts the
+ * bucket above its limit (I1). ({@code SharedTokenBucketModelTests}).</li>
+ * <li>I5. <b>Time never goes back.</b> Every call uses the latest clock reading seen so far (or a later
+ * {@link #replenish} argument); a clock that stands still or goes back changes nothing.</li>
+ * <li>I6. <b>One writer of the structure at a time.</b> Epoch changes (I2's restart, I3's holes, rate and
+ * limit changes), capped mode and every claim that must wait go through one lock. The lock-free fast
+ * path only claims tokens that are there, with one CAS on the tail, and re-reads the state after its
+ * CAS: if the state changed meanwhile it re-checks its claim under the lock and gives it back when it
+ * is not covered. Writers publish a new state before they move the tail, so a CAS that succeeds on an
+ * unchanged state was decided on the state in force at that instant. (jcstress
+ * {@code TwoCallersOnTheLastToken}, {@code RefundRacingReplenish}).</li>
  * </ul>
- * Linearization points: a grab at its {@code getAndAdd} on {@code tail}; a successful
- * {@link #tryAcquire} at its CAS on {@code tail}; a replenish at its CAS on {@code head} (after the
- * CAS on {@code credited} that entitles it). Every field is read and written with volatile semantics
- * through {@link VarHandle}s: the rovers publish the work that released tokens to the caller that gets
- * them. Overflow: rovers wrap harmlessly (differences are exact while fewer than 2^63 tokens are
- * outstanding); {@code due} is computed with a 128-bit product, exact for rates from one per hour to
- * 10^9 per second over centuries of uptime.
+ * Linearization points: a claim at its CAS on {@code tail} (fast path: provided the state is unchanged
+ * after it, else at the re-check under the lock); a give-back, a release, a rate or limit change at the
+ * write of the state, the tail or the ceiling under the lock. Access modes: {@code tail} and
+ * {@code state} volatile (the rovers publish the work that released tokens to the caller that gets
+ * them); {@code seen} opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
+ * never more). Overflow: rovers wrap harmlessly while fewer than 2^62 tokens are outstanding (claims
+ * are at most {@code Long.MAX_VALUE / 2}); {@link Rate} computes heads and waits in 128 bits and
+ * saturates waits, so rates from one per century to 10^9 per second and a century of uptime are exact.
  *
  * <h2>Capped release and throughput</h2>
  * With capped release, tokens are in flight from grant to release. A call that holds its tokens for a
@@ -102,27 +102,20 @@ import java.util.function.LongSupplier;
  */
 public final class SharedTokenBucket implements RateLimiter {
 
+	/** The largest claim: rovers compared by difference stay exact while less than this is outstanding. */
+	static final long MAX_COST = Long.MAX_VALUE / 2;
+
+	private static final long[] NO_HOLES = new long[0];
+
 	private static final VarHandle TAIL;
 
-	private static final VarHandle HEAD;
-
-	private static final VarHandle CEIL;
-
-	private static final VarHandle CREDITED;
-
-	private static final VarHandle LINE;
-
-	private static final VarHandle EPOCH;
+	private static final VarHandle SEEN;
 
 	static {
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.lookup();
 			TAIL = lookup.findVarHandle(SharedTokenBucket.class, "tail", long.class);
-			HEAD = lookup.findVarHandle(SharedTokenBucket.class, "head", long.class);
-			CEIL = lookup.findVarHandle(SharedTokenBucket.class, "ceil", long.class);
-			CREDITED = lookup.findVarHandle(SharedTokenBucket.class, "credited", long.class);
-			LINE = lookup.findVarHandle(SharedTokenBucket.class, "line", long.class);
-			EPOCH = lookup.findVarHandle(SharedTokenBucket.class, "epoch", Epoch.class);
+			SEEN = lookup.findVarHandle(SharedTokenBucket.class, "seen", long.class);
 		}
 		catch (ReflectiveOperationException ex) {
 			throw new ExceptionInInitializerError(ex);
@@ -141,35 +134,30 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private final AtomicInteger waiting = new AtomicInteger();
 
-	/** Slots of callers that gave up behind others: start position to length (I6). */
-	private final ConcurrentSkipListMap<Long, Long> holes = new ConcurrentSkipListMap<>();
+	/** Claims that wait, woken when something ahead of them changes (I3). */
+	private final Set<Claim> sleepers = ConcurrentHashMap.newKeySet();
 
-	private volatile long limit;
+	/** I6: the one writer of the state, the ceiling and capped claims. */
+	private final Object lock = new Object();
 
-	private volatile Epoch epoch;
+	private volatile State state;
 
 	@SuppressWarnings("unused")
 	private volatile long tail;
 
+	/** I5: the latest clock reading seen; written opaquely, read racily (see the class notes). */
 	@SuppressWarnings("unused")
-	private volatile long head;
+	private volatile long seen;
 
-	@SuppressWarnings("unused")
+	/** Capped release only: guarded by {@link #lock}; volatile for readers outside it. */
 	private volatile long ceil;
 
-	@SuppressWarnings("unused")
-	private volatile long credited;
-
-	/** The tail as of the last credit: time may refill only tokens spent before it (I8). */
-	@SuppressWarnings("unused")
-	private volatile long line;
-
 	private SharedTokenBucket(Builder builder) {
-		long periodNanos = Arithmetic.periodNanos(builder.period, "period");
-		if (builder.tokens <= 0) {
-			throw new IllegalArgumentException("rate must be > 0 tokens per period, was " + builder.tokens);
+		if (builder.period == null && builder.tokens == 0) {
+			throw new IllegalArgumentException("rate must be set: rate(tokens, period) with both > 0");
 		}
-		long lim = (builder.limit != null) ? builder.limit : builder.tokens;
+		Rate rate = Rate.of(builder.tokens, builder.period);
+		long lim = (builder.limit != null) ? builder.limit : defaultLimit(rate);
 		if (lim < 1) {
 			throw new IllegalArgumentException("limit must be >= 1, was " + lim);
 		}
@@ -186,12 +174,21 @@ public final class SharedTokenBucket implements RateLimiter {
 		this.cappedRelease = builder.cappedRelease;
 		this.threshold = builder.threshold;
 		this.stats = builder.stats;
-		this.limit = lim;
+		long now = this.clock.getAsLong();
+		this.seen = now;
 		this.tail = 0;
-		this.head = init;
 		this.ceil = lim;
-		this.credited = 0;
-		this.epoch = new Epoch(this.clock.getAsLong(), 0, builder.tokens, builder.period, periodNanos);
+		this.state = new State(rate, now, init, lim, NO_HOLES);
+	}
+
+	/**
+	 * The limit a bucket has when none is given: one period's tokens, at least 1.
+	 *
+	 * @param rate the rate
+	 * @return the default limit
+	 */
+	public static long defaultLimit(Rate rate) {
+		return Math.max(1, rate.tokens());
 	}
 
 	/**
@@ -207,20 +204,23 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	/**
 	 * Claims {@code n} tokens: never blocks, never fails. The caller goes ahead when
-	 * {@link #deficiency(long)} of the returned ticket is {@code 0}.
+	 * {@link #deficiency(long)} of the returned ticket is {@code 0}; a caller that gives up hands the
+	 * claim back with {@link #refund(long, long)}.
 	 *
-	 * @param n the tokens to claim, {@code >= 0} (capped release: {@code <= limit})
+	 * @param n the tokens to claim, {@code 0..Long.MAX_VALUE / 2} (capped release: {@code <= limit})
 	 * @return the ticket: the tail after this claim
-	 * @throws IllegalArgumentException when {@code n} is negative, or above the limit with capped release
+	 * @throws IllegalArgumentException when {@code n} is out of range
 	 */
 	public long grab(long n) {
 		checkCost(n);
-		syncIfFull();
-		long ticket = (long) TAIL.getAndAdd(this, n) + n;
-		if ((long) HEAD.getVolatile(this) - ticket <= (this.limit >> 1)) {
-			replenish(this.clock.getAsLong()); // I8: keep the line close behind the tail
+		long now = now();
+		long ticket = tryFastClaim(n, now, false);
+		if (ticket != NO_TICKET) {
+			return ticket;
 		}
-		return ticket;
+		synchronized (this.lock) {
+			return claimLocked(n, now());
+		}
 	}
 
 	/**
@@ -230,101 +230,32 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return {@code 0} when the ticket is covered (go ahead), otherwise the tokens missing
 	 */
 	public long deficiency(long ticket) {
-		long missing = ticket - covered();
-		return Math.max(missing, 0);
-	}
-
-	/** The rover up to which tickets are covered: the head, and with capped release also the ceiling (I2). */
-	private long covered() {
-		long h = (long) HEAD.getVolatile(this);
-		if (this.cappedRelease) {
-			long c = (long) CEIL.getVolatile(this);
-			return (c - h < 0) ? c : h;
-		}
-		return h;
+		return missing(this.state, ticket, now());
 	}
 
 	/**
-	 * Moves the time accumulated up to {@code nowNanos} into the bucket (I1, I3): at most up to the limit;
-	 * less than the threshold's worth waits for later.
+	 * Lets the bucket know the time: the head is computed from the clock on every call, so this only
+	 * matters when {@code nowNanos} is later than the clock (time never goes back, I5). Kept for
+	 * seastar's protocol, where a timer replenishes.
 	 *
-	 * @param nowNanos the clock's reading
+	 * @param nowNanos a reading of the bucket's clock
 	 */
 	public void replenish(long nowNanos) {
-		long tailNow = (long) TAIL.getVolatile(this);
-		Epoch e = this.epoch;
-		long due = e.due(nowNanos);
 		for (;;) {
-			long c = (long) CREDITED.getVolatile(this);
-			long add = due - c;
-			if (add < 0) {
-				return;
-			}
-			if (add == 0) {
-				// no whole token since the last credit: what was spent so far was spent before the next
-				// token, which may therefore refill it (I8)
-				raiseLine(tailNow);
-				return;
-			}
-			if (add < this.threshold && !isFull()) {
-				return;
-			}
-			if (CREDITED.compareAndSet(this, c, due)) {
-				if (addTimeTokens(add, (long) LINE.getVolatile(this)) < add) {
-					dropFraction(e, nowNanos);
-				}
-				raiseLine(tailNow);
-				return;
-			}
-		}
-	}
-
-	private void raiseLine(long tailNow) {
-		for (;;) {
-			long l = (long) LINE.getVolatile(this);
-			if (tailNow - l <= 0 || LINE.compareAndSet(this, l, tailNow)) {
-				return;
-			}
-		}
-	}
-
-	/**
-	 * Adds tokens made by time under I1 and I8, then skips the holes the head reached (I6).
-	 *
-	 * @return the tokens added
-	 */
-	private long addTimeTokens(long add, long lineThen) {
-		long step;
-		for (;;) {
-			long h = (long) HEAD.getVolatile(this);
-			long t = (long) TAIL.getVolatile(this);
-			long lim = this.limit;
-			long cap = (lineThen - t < 0) ? lineThen + lim : t + lim;
-			step = Math.min(add, cap - h);
-			if (step <= 0 || HEAD.compareAndSet(this, h, h + step)) {
+			long s = (long) SEEN.getOpaque(this);
+			if (nowNanos - s <= 0 || SEEN.compareAndSet(this, s, nowNanos)) {
 				break;
 			}
 		}
-		if (!this.holes.isEmpty()) {
-			skipHoles();
-		}
-		return Math.max(step, 0);
-	}
-
-	/**
-	 * I9: a full bucket wastes time, the fraction of the next token included: the epoch restarts now,
-	 * so the next token takes a whole interval (a token bucket that is full earns nothing, not even a
-	 * part of a token). Without it a window starting at a full bucket could see up to one token more
-	 * than {@code limit + rate * w}.
-	 */
-	private void dropFraction(Epoch e, long now) {
-		if (now - e.start > 0) {
-			EPOCH.compareAndSet(this, e, e.restartedAt(now));
+		if (this.state.holes.length != 0) {
+			synchronized (this.lock) {
+				foldReached(now());
+			}
 		}
 	}
 
 	/**
-	 * Capped release: lets {@code n} tokens be replenished again, typically when the work they guarded
+	 * Capped release: lets {@code n} tokens be taken again, typically when the work they guarded
 	 * completes. Without capped release it does nothing.
 	 *
 	 * @param n the tokens released, {@code >= 0}
@@ -332,119 +263,129 @@ public final class SharedTokenBucket implements RateLimiter {
 	public void release(long n) {
 		checkNonNegative(n);
 		if (this.cappedRelease && n > 0) {
-			CEIL.getAndAdd(this, n);
+			synchronized (this.lock) {
+				this.ceil += n;
+			}
+			wakeAll();
 		}
 	}
 
 	/**
-	 * Gives {@code n} grabbed tokens back, never lifting the bucket above its limit; with capped release
-	 * they also go back to the ceiling. Use it for tokens whose ticket was covered; a waiter that gives
-	 * up uses {@link #refund(long, long)} so that callers ahead of it gain nothing.
+	 * Gives back {@code n} tokens that were taken (their ticket was covered): they are available again
+	 * at once, to the first caller in line, but the bucket never holds more than its limit (I1); with
+	 * capped release they also go back to the ceiling. A waiter that gives up uses
+	 * {@link #refund(long, long)} instead, so that callers ahead of it gain nothing.
 	 *
-	 * @param n the tokens given back, {@code >= 0}
+	 * @param n the tokens given back, {@code 0..Long.MAX_VALUE / 2}
 	 */
 	public void refund(long n) {
 		checkNonNegative(n);
+		checkAtMostMaxCost(n);
 		if (n == 0) {
 			return;
 		}
-		if (this.cappedRelease) {
-			CEIL.getAndAdd(this, n);
+		synchronized (this.lock) {
+			State s = this.state;
+			this.state = s.withBase(s.base + n, s.holes);
+			if (this.cappedRelease) {
+				this.ceil += n;
+			}
+			foldReached(now());
 		}
-		advanceHead(n);
+		wakeAll();
 	}
 
 	/**
-	 * Gives back the claim of {@code n} tokens ending at {@code ticket}, by position (I6): when it is the
-	 * last claim the tail moves back; when others claimed after it, its slot is skipped once the head
-	 * reaches it; when it is already covered the tokens return as with {@link #refund(long)}.
+	 * Gives back the claim of {@code n} tokens that {@link #grab(long)} returned {@code ticket} for: the
+	 * tokens go to the callers behind it at once (I3), never to those ahead; when the claim was the
+	 * last one the tail simply moves back.
 	 *
-	 * @param ticket the ticket {@link #grab(long)} returned for the claim
+	 * @param ticket the ticket of the claim
 	 * @param n the tokens of that claim
 	 */
 	public void refund(long ticket, long n) {
 		checkNonNegative(n);
+		checkAtMostMaxCost(n);
 		if (n == 0) {
 			return;
 		}
-		long start = ticket - n;
-		if (TAIL.compareAndSet(this, ticket, start)) {
-			return;
+		synchronized (this.lock) {
+			giveBackLocked(ticket, n, now());
 		}
-		if (start - covered() <= 0) {
-			refund(n);
-			return;
-		}
-		if (this.cappedRelease) {
-			CEIL.getAndAdd(this, n);
-		}
-		this.holes.merge(start, n, Long::sum);
-		// the head may have reached the slot meanwhile
-		advanceHead(0);
+		wakeAll();
 	}
 
 	/**
-	 * Nanoseconds until {@code missing} more tokens accumulate at the current rate, as of now.
+	 * Nanoseconds until {@code missing} more tokens accumulate at the current rate: an upper bound on
+	 * the wait of a caller missing that many, exact to within one token's interval.
 	 *
 	 * @param missing tokens still needed, {@code >= 0}
 	 * @return the wait, {@code > 0} for {@code missing > 0}, {@code 0} for none
 	 */
 	public long durationFor(long missing) {
 		checkNonNegative(missing);
-		return (missing == 0) ? 0 : nanosUntil(missing, this.clock.getAsLong());
-	}
-
-	private long nanosUntil(long missing, long now) {
-		Epoch e = this.epoch;
-		long need = Math.max(missing, this.threshold);
-		long target = (long) CREDITED.getVolatile(this) + need;
-		long at = e.instantOf(target);
-		long wait = at - now;
-		return Math.max(wait, 1);
+		return (missing == 0) ? 0 : Math.max(1, this.state.rate.nanosFor(quantum(missing)));
 	}
 
 	/**
-	 * Changes the rate; the time that passed is first replenished under the old rate.
+	 * Changes the rate. The time that passed is counted under the old rate first, then the new rate
+	 * applies from now; the part of a token earned under the old rate is dropped. Callers already
+	 * waiting keep their place (and are woken to look again).
 	 *
 	 * @param tokens tokens per {@code period}, {@code > 0}
 	 * @param period the period, {@code > 0}
 	 */
 	@Override
-	public synchronized void updateRate(long tokens, Duration period) {
-		long periodNanos = Arithmetic.periodNanos(period, "period");
-		if (tokens <= 0) {
-			throw new IllegalArgumentException("rate must be > 0 tokens per period, was " + tokens);
-		}
-		long now = this.clock.getAsLong();
-		replenish(now);
-		Epoch old = this.epoch;
-		long start = Math.max(old.due(now), (long) CREDITED.getVolatile(this));
-		this.epoch = new Epoch(now, start, tokens, period, periodNanos);
+	public void updateRate(long tokens, Duration period) {
+		updateRate(Rate.of(tokens, period));
 	}
 
 	/**
-	 * Changes the limit. With capped release the ceiling moves by the difference; a bucket holding more
-	 * than the new limit drops the excess (callers already covered stay covered).
+	 * Changes the rate, as {@link #updateRate(long, Duration)} does.
+	 *
+	 * @param rate the new rate
+	 */
+	public void updateRate(Rate rate) {
+		if (rate == null) {
+			throw new IllegalArgumentException("rate must not be null");
+		}
+		synchronized (this.lock) {
+			long now = now();
+			State s = foldReached(now);
+			settleFull(s, now);
+			s = this.state;
+			this.state = new State(rate, now, s.headAt(now), s.limit, s.holes);
+		}
+		wakeAll();
+	}
+
+	/**
+	 * Changes the limit. A bucket holding more than the new limit drops the excess; a larger limit
+	 * fills with time from now on (idle time before it is not banked at the new limit). With capped
+	 * release the ceiling moves by the difference. Callers already covered stay covered.
 	 *
 	 * @param newLimit the new limit, {@code >= 1} and at least the threshold
 	 */
 	@Override
-	public synchronized void updateLimit(long newLimit) {
+	public void updateLimit(long newLimit) {
 		if (newLimit < 1 || newLimit < this.threshold) {
-			throw new IllegalArgumentException("limit must be >= " + Math.max(1, this.threshold) + ", was " + newLimit);
+			throw new IllegalArgumentException("limit must be >= " + Math.max(1, this.threshold)
+					+ " (the threshold), was " + newLimit);
 		}
-		long old = this.limit;
-		this.limit = newLimit;
-		if (this.cappedRelease) {
-			CEIL.getAndAdd(this, newLimit - old);
-		}
-		for (;;) {
-			long h = (long) HEAD.getVolatile(this);
-			long cap = (long) TAIL.getVolatile(this) + newLimit;
-			if (h - cap <= 0 || HEAD.compareAndSet(this, h, cap)) {
-				return;
+		synchronized (this.lock) {
+			long now = now();
+			State s = foldReached(now);
+			if (settleFull(s, now)) {
+				s = this.state;
+				this.state = new State(s.rate, now, s.headAt(now), s.limit, s.holes);
 			}
+			s = this.state;
+			if (this.cappedRelease) {
+				this.ceil += newLimit - s.limit;
+			}
+			this.state = new State(s.rate, s.start, s.base, newLimit, s.holes);
 		}
+		wakeAll();
 	}
 
 	// ---- RateLimiter ----------------------------------------------------------------------------------
@@ -461,33 +402,12 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		boolean clockRead = false;
-		for (;;) {
-			long t = (long) TAIL.getVolatile(this);
-			long h = (long) HEAD.getVolatile(this);
-			long available = (this.cappedRelease ? covered() : h) - t;
-			if (available >= n) {
-				if (!clockRead && h - t >= this.limit) {
-					replenish(this.clock.getAsLong()); // I4
-					clockRead = true;
-				}
-				if (TAIL.compareAndSet(this, t, t + n)) {
-					if (h - (t + n) <= (this.limit >> 1)) {
-						replenish(this.clock.getAsLong()); // I8: keep the line close behind the tail
-					}
-					this.stats.recordGranted(0);
-					return true;
-				}
-			}
-			else if (!clockRead) {
-				replenish(this.clock.getAsLong());
-				clockRead = true;
-			}
-			else {
-				this.stats.recordRejected();
-				return false;
-			}
+		if (tryFastClaim(n, now(), true) == NO_TICKET && !tryClaimLocked(n)) {
+			this.stats.recordRejected();
+			return false;
 		}
+		this.stats.recordGranted(0);
+		return true;
 	}
 
 	@Override
@@ -501,81 +421,82 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.stats.recordGranted(0);
 			return Permit.noop();
 		}
-		long ticket = claim(n, budget);
-		if (deficiency(ticket) == 0) {
+		long now = now();
+		long ticket = tryFastClaim(n, now, true);
+		if (ticket != NO_TICKET) {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
-		return new Claim(ticket, n, maxWait, this.clock.getAsLong()).await();
+		return claimOrRefuse(n, maxWait, budget).await();
 	}
 
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
-		long ticket = (n == 0) ? (long) HEAD.getVolatile(this) : claim(n, budget);
-		return new Claim(ticket, n, maxWait, this.clock.getAsLong());
+		long now = now();
+		if (n == 0) {
+			return new Claim(0, 0, maxWait, now);
+		}
+		long ticket = tryFastClaim(n, now, true);
+		if (ticket != NO_TICKET) {
+			return new Claim(ticket, n, maxWait, now);
+		}
+		return claimOrRefuse(n, maxWait, budget);
 	}
 
 	/**
-	 * Grabs {@code n} tokens for a caller that accepts to wait {@code budget} nanoseconds, or refuses at
-	 * once, keeping nothing, when the time-based wait is longer.
+	 * Claims {@code n} tokens under the lock for a caller that accepts to wait {@code budget}
+	 * nanoseconds, or refuses at once, keeping nothing (I4), when the time-based wait is longer. A
+	 * claim that waits for releases (capped) is accepted: it waits up to its budget for them.
 	 */
-	private long claim(long n, long budget) {
-		long now = 0;
-		boolean clockRead = false;
-		if (covered() - (long) TAIL.getVolatile(this) < n) {
-			// I7: bring the bucket up to date before queueing, so time that passed before this claim is
-			// capped at the limit without it (a claim joining a queue cannot be paid with idle time)
-			now = this.clock.getAsLong();
-			replenish(now);
-			clockRead = true;
-		}
-		long ticket = grab(n);
-		long missing = deficiency(ticket);
-		if (missing == 0) {
-			return ticket;
-		}
-		if (!clockRead) {
-			now = this.clock.getAsLong();
-			replenish(now);
-			missing = deficiency(ticket);
-			if (missing == 0) {
-				return ticket;
+	private Claim claimOrRefuse(long n, Duration maxWait, long budget) {
+		long wait;
+		synchronized (this.lock) {
+			long now = now();
+			long ticket = claimLocked(n, now);
+			State s = this.state;
+			wait = rateWait(s, ticket, now);
+			if (wait <= budget) {
+				Claim claim = new Claim(ticket, n, maxWait, now);
+				this.sleepers.add(claim);
+				return claim;
 			}
+			giveBackLocked(ticket, n, now);
 		}
-		if (this.cappedRelease && ticket - (long) CEIL.getVolatile(this) > 0) {
-			return ticket; // waits for releases, up to its budget
-		}
-		long wait = nanosUntil(missing, now);
-		if (wait > budget) {
-			refund(ticket, n);
-			this.stats.recordRejected();
-			throw new RateLimitExceededException(this.name, n, Duration.ofNanos(wait));
-		}
-		return ticket;
+		wakeAll();
+		this.stats.recordRejected();
+		throw new RateLimitExceededException(this.name, n, Duration.ofNanos(wait));
 	}
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		replenish(this.clock.getAsLong());
-		long t;
-		long h;
-		long c;
-		do {
-			t = (long) TAIL.getVolatile(this);
-			h = (long) HEAD.getVolatile(this);
-			c = (long) CEIL.getVolatile(this);
+		long tl;
+		long cap;
+		State s;
+		long now;
+		long pending = 0;
+		synchronized (this.lock) {
+			now = now();
+			s = foldReached(now);
+			tl = (long) TAIL.getVolatile(this);
+			cap = this.ceil;
+			for (Claim claim : this.sleepers) {
+				pending += claim.tokens();
+			}
 		}
-		while (t != (long) TAIL.getVolatile(this));
-		long lim = this.limit;
-		long cover = (this.cappedRelease && c - h < 0) ? c : h;
-		long granted = (cover - t < 0) ? cover : t;
-		long inFlight = this.cappedRelease ? Math.max(0, granted + lim - c) : 0;
-		Epoch e = this.epoch;
-		return new RateLimiterSnapshot(e.tokens, e.period, lim, this.cappedRelease, Math.max(cover - t, 0),
-				Math.max(t - cover, 0), this.waiting.get(), inFlight, this.stats.granted(), this.stats.rejected(), null,
-				Duration.ZERO);
+		long effectiveTail = tl - s.credit(tl + 1);
+		long head = s.visibleHead(now, effectiveTail);
+		long available = head - effectiveTail;
+		long inFlight = 0;
+		if (this.cappedRelease) {
+			available = Math.min(available, cap - effectiveTail);
+			inFlight = Math.max(0, effectiveTail - cap + s.limit - pending);
+		}
+		long owed = effectiveTail - head;
+		return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), s.limit, this.cappedRelease,
+				Math.max(available, 0), Math.max(owed, 0), this.waiting.get(), inFlight, this.stats.granted(),
+				this.stats.rejected(), null, Duration.ZERO);
 	}
 
 	/**
@@ -593,51 +514,270 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return the limit
 	 */
 	public long limit() {
-		return this.limit;
+		return this.state.limit;
+	}
+
+	/**
+	 * The rate in force.
+	 *
+	 * @return the rate
+	 */
+	public Rate rate() {
+		return this.state.rate;
 	}
 
 	// ---- internals ------------------------------------------------------------------------------------
 
-	private boolean isFull() {
-		return (long) HEAD.getVolatile(this) - (long) TAIL.getVolatile(this) >= this.limit;
+	/** What the claim methods return when they claimed nothing. Tickets never equal it: see {@link #tryFastClaim}. */
+	private static final long NO_TICKET = Long.MIN_VALUE;
+
+	/** I5: the clock, never earlier than a reading already seen. */
+	private long now() {
+		long t = this.clock.getAsLong();
+		long s = (long) SEEN.getOpaque(this);
+		if (t - s > 0) {
+			SEEN.setOpaque(this, t);
+			return t;
+		}
+		return s;
 	}
 
-	/** I4: a grab from a full bucket first wastes the time that passed while it was full. */
-	private void syncIfFull() {
-		if (isFull()) {
-			replenish(this.clock.getAsLong());
+	/**
+	 * The lock-free path (I6): claims {@code n} tokens with one CAS on the tail when no structure is in
+	 * the way (no capped release, no holes, and no epoch restart needed by I2); {@code covered} asks
+	 * for tokens that are there now, otherwise the claim is made whatever it waits for.
+	 *
+	 * @return the ticket, or {@link #NO_TICKET} when the caller must take the lock (or, with
+	 *         {@code covered}, when the tokens are not there)
+	 */
+	private long tryFastClaim(long n, long now, boolean covered) {
+		if (this.cappedRelease) {
+			return NO_TICKET;
+		}
+		for (;;) {
+			State s = this.state;
+			long tl = (long) TAIL.getVolatile(this);
+			if (s.holes.length != 0) {
+				return NO_TICKET;
+			}
+			long tokens = s.tokens(now);
+			long next;
+			if (s.base + tokens - tl - s.limit >= 0) {
+				// full (I2): waste the excess; the epoch must restart unless the head is a whole number
+				if (this.threshold != 1 || !s.rate.isWhole(now - s.start) || (covered && n > s.limit)) {
+					return NO_TICKET;
+				}
+				next = s.base + tokens - s.limit + n;
+			}
+			else {
+				long available = s.base + quantized(tokens) - tl;
+				if (covered && available < n) {
+					return NO_TICKET;
+				}
+				next = tl + n;
+			}
+			if (next == NO_TICKET) {
+				return NO_TICKET;
+			}
+			if (TAIL.compareAndSet(this, tl, next)) {
+				if (this.state == s) {
+					return next;
+				}
+				return recheck(next, n, covered);
+			}
 		}
 	}
 
-	/** Adds up to {@code add} tokens to the head under I1 and I2, then skips the holes it reached (I6). */
-	private void advanceHead(long add) {
+	/** I6: the state changed while the fast path claimed; keep the claim only if it still holds. */
+	private long recheck(long ticket, long n, boolean covered) {
+		synchronized (this.lock) {
+			long now = now();
+			State s = foldReached(now);
+			if (!covered || missing(s, ticket, now) == 0) {
+				return ticket;
+			}
+			giveBackLocked(ticket, n, now);
+		}
+		wakeAll();
+		return NO_TICKET;
+	}
+
+	/** Takes {@code n} tokens that are there now, under the lock, or nothing. */
+	private boolean tryClaimLocked(long n) {
+		synchronized (this.lock) {
+			long now = now();
+			State s = foldReached(now);
+			if (s.holes.length != 0) {
+				return false; // callers wait ahead of this one
+			}
+			long tl = (long) TAIL.getVolatile(this);
+			long available = s.visibleHead(now, tl) - tl;
+			if (this.cappedRelease) {
+				available = Math.min(available, this.ceil - tl);
+			}
+			if (available < n) {
+				return false;
+			}
+			claimLocked(n, now);
+			return true;
+		}
+	}
+
+	/**
+	 * Claims {@code n} tokens at {@code now} under the lock, whatever it waits for: a full bucket first
+	 * wastes its excess and restarts its epoch (I2).
+	 *
+	 * @return the ticket
+	 */
+	private long claimLocked(long n, long now) {
+		State s = foldReached(now);
+		settleFull(s, now);
 		for (;;) {
-			long h = (long) HEAD.getVolatile(this);
-			long t = (long) TAIL.getVolatile(this);
-			long room = t + this.limit - h;
-			long step = Math.min(add, room);
-			if (step <= 0 || HEAD.compareAndSet(this, h, h + step)) {
+			long tl = (long) TAIL.getVolatile(this);
+			if (TAIL.compareAndSet(this, tl, tl + n)) {
+				return tl + n;
+			}
+		}
+	}
+
+	/**
+	 * I2 under the lock: when the bucket is full at {@code now}, restarts the epoch there (unless the
+	 * head is a whole number and the quantum 1) and moves the tail to {@code head - limit}.
+	 *
+	 * @return whether the bucket was full
+	 */
+	private boolean settleFull(State s, long now) {
+		if (s.holes.length != 0) {
+			return false; // callers wait: not full
+		}
+		long head = s.headAt(now);
+		if (head - (long) TAIL.getVolatile(this) - s.limit < 0) {
+			return false;
+		}
+		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
+			s = new State(s.rate, now, head, s.limit, s.holes);
+			this.state = s; // published before the tail moves (I6)
+		}
+		long floor = head - s.limit;
+		for (;;) {
+			long tl = (long) TAIL.getVolatile(this);
+			if (floor - tl <= 0) {
+				return true; // a fast-path claim moved it already
+			}
+			if (TAIL.compareAndSet(this, tl, floor)) {
+				if (this.cappedRelease) {
+					this.ceil += floor - tl;
+				}
+				return true;
+			}
+		}
+	}
+
+	/**
+	 * Gives back a claim under the lock (I3): the tail moves back when it is the last claim, otherwise it
+	 * becomes a hole; then holes the head reached fold into the epoch.
+	 */
+	private void giveBackLocked(long ticket, long n, long now) {
+		State s = this.state;
+		if (!TAIL.compareAndSet(this, ticket, ticket - n)) {
+			this.state = s.withHole(ticket, n);
+		}
+		else if (s.holes.length != 0) {
+			// holes now at the end of the line go too: nobody is behind them
+			long[] holes = s.holes;
+			int keep = holes.length;
+			long tl = ticket - n;
+			while (keep > 0 && holes[keep - 2] == tl) {
+				long size = holes[keep - 1];
+				if (!TAIL.compareAndSet(this, tl, tl - size)) {
+					break;
+				}
+				tl -= size;
+				keep -= 2;
+			}
+			if (keep != holes.length) {
+				this.state = s.withBase(s.base, Arrays.copyOf(holes, keep));
+			}
+		}
+		foldReached(now);
+	}
+
+	/**
+	 * I3 under the lock: holes whose claims ahead are all covered move into the epoch's base (and the
+	 * ceiling); nobody's coverage changes.
+	 *
+	 * @return the state in force after folding
+	 */
+	private State foldReached(long now) {
+		State s = this.state;
+		if (s.holes.length == 0) {
+			return s;
+		}
+		long[] holes = s.holes;
+		int from = 0;
+		long base = s.base;
+		long head = s.headAt(now);
+		while (from < holes.length) {
+			long before = holes[from] - holes[from + 1]; // the ticket of the claim just ahead of the hole
+			long cover = head + (base - s.base);
+			if (before - cover > 0 || (this.cappedRelease && before - this.ceil > 0)) {
 				break;
 			}
+			base += holes[from + 1];
+			if (this.cappedRelease) {
+				this.ceil += holes[from + 1];
+			}
+			from += 2;
 		}
-		if (!this.holes.isEmpty()) {
-			skipHoles();
+		if (from == 0) {
+			return s;
 		}
+		s = s.withBase(base, Arrays.copyOfRange(holes, from, holes.length));
+		this.state = s;
+		return s;
 	}
 
-	private void skipHoles() {
-		for (;;) {
-			Map.Entry<Long, Long> first = this.holes.firstEntry();
-			if (first == null) {
-				return;
-			}
-			long h = (long) HEAD.getVolatile(this);
-			if (first.getKey() - h > 0) {
-				return;
-			}
-			if (this.holes.remove(first.getKey(), first.getValue())) {
-				HEAD.getAndAdd(this, first.getValue());
-			}
+	/** Tokens missing for {@code ticket} at {@code now}: by rate, and with capped release by ceiling. */
+	private long missing(State s, long ticket, long now) {
+		long effective = ticket - s.credit(ticket);
+		long missing = effective - s.dueAt(now);
+		if (this.cappedRelease) {
+			missing = Math.max(missing, effective - this.ceil);
+		}
+		return Math.max(missing, 0);
+	}
+
+	/** Tokens the ceiling still lacks for {@code ticket} (capped release only). */
+	private long capMissing(State s, long ticket) {
+		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - this.ceil) : 0;
+	}
+
+	/** Nanoseconds from {@code now} until the head reaches {@code ticket}, as the state stands. */
+	private long rateWait(State s, long ticket, long now) {
+		long effective = ticket - s.credit(ticket);
+		long need = effective - s.dueAt(now);
+		if (need <= 0) {
+			return 0;
+		}
+		long wait = s.nanosUntilDue(effective, now);
+		return Math.max(wait, 1);
+	}
+
+	private long quantized(long tokens) {
+		return (this.threshold == 1) ? tokens : tokens - tokens % this.threshold;
+	}
+
+	private long quantum(long tokens) {
+		if (this.threshold == 1) {
+			return tokens;
+		}
+		long rem = tokens % this.threshold;
+		return (rem == 0 || tokens > MAX_COST) ? tokens : tokens + this.threshold - rem;
+	}
+
+	private void wakeAll() {
+		for (Claim claim : this.sleepers) {
+			claim.wakeUp();
 		}
 	}
 
@@ -647,13 +787,20 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private void checkCost(long n) {
 		checkNonNegative(n);
-		if (this.cappedRelease && n > this.limit) {
-			throw new IllegalArgumentException("n must be at most the limit (" + this.limit + ") of capped bucket"
-					+ of() + ", was " + n + ": it could never be granted");
+		checkAtMostMaxCost(n);
+		if (this.cappedRelease && n > this.state.limit) {
+			throw new IllegalArgumentException("n must be at most the limit (" + this.state.limit
+					+ ") of capped bucket" + of() + ", was " + n + ": it could never be granted");
 		}
 	}
 
-	private void checkNonNegative(long n) {
+	private static void checkAtMostMaxCost(long n) {
+		if (n > MAX_COST) {
+			throw new IllegalArgumentException("n must be at most Long.MAX_VALUE / 2 (" + MAX_COST + "), was " + n);
+		}
+	}
+
+	private static void checkNonNegative(long n) {
 		if (n < 0) {
 			throw new IllegalArgumentException("n must be >= 0, was " + n);
 		}
@@ -665,63 +812,100 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	@Override
 	public String toString() {
-		return "SharedTokenBucket" + of() + "[rate=" + this.epoch.tokens + "/" + this.epoch.period + ", limit="
-				+ this.limit + (this.cappedRelease ? ", capped release" : "") + "]";
+		State s = this.state;
+		return "SharedTokenBucket" + of() + "[rate=" + s.rate + ", limit=" + s.limit
+				+ (this.cappedRelease ? ", capped release" : "") + "]";
 	}
 
-	/** The rate in force since {@code start}: {@code due(t) = base + floor((t - start) * num / den)}. */
-	private static final class Epoch {
+	/**
+	 * The epoch, the limit and the holes, immutable, replaced as a whole under the lock (I6):
+	 * {@code head(t) = base + floor((t - start) * rate)}.
+	 */
+	private final class State {
+
+		final Rate rate;
 
 		final long start;
 
 		final long base;
 
-		final long tokens;
+		final long limit;
 
-		final Duration period;
+		/** {@code (ticket, tokens)} pairs of claims given back with others behind them, in ticket order. */
+		final long[] holes;
 
-		/** tokens / period-nanos, reduced by their gcd. */
-		final long num;
-
-		final long den;
-
-		Epoch(long start, long base, long tokens, Duration period, long periodNanos) {
-			long g = Arithmetic.gcd(tokens, periodNanos);
+		State(Rate rate, long start, long base, long limit, long[] holes) {
+			this.rate = rate;
 			this.start = start;
 			this.base = base;
-			this.tokens = tokens;
-			this.period = period;
-			this.num = tokens / g;
-			this.den = periodNanos / g;
+			this.limit = limit;
+			this.holes = holes;
 		}
 
-		long due(long now) {
+		/** Whole tokens made since the start of the epoch. */
+		long tokens(long now) {
+			return this.rate.tokensIn(now - this.start);
+		}
+
+		/** The head at {@code now}, every whole token counted. */
+		long headAt(long now) {
+			return this.base + tokens(now);
+		}
+
+		/** The head as tickets see it: whole quanta of the threshold only. */
+		long dueAt(long now) {
+			return this.base + quantized(tokens(now));
+		}
+
+		/** The head as a caller at the end of the line sees it: at most {@code limit} beyond the tail (I1). */
+		long visibleHead(long now, long tail) {
+			long head = headAt(now);
+			if (head - tail - this.limit >= 0) {
+				return tail + this.limit;
+			}
+			return this.base + quantized(head - this.base);
+		}
+
+		/** Nanoseconds from {@code now} until {@link #dueAt} reaches {@code target}. */
+		long nanosUntilDue(long target, long now) {
+			long need = quantum(target - this.base);
+			long at = this.rate.nanosFor(need); // from start, saturated
 			long elapsed = now - this.start;
-			return (elapsed <= 0) ? this.base : this.base + Arithmetic.mulDiv(elapsed, this.num, this.den);
+			return (elapsed > 0) ? at - elapsed : at;
 		}
 
-		/** The same rate from {@code now}, with what is due by then as the base: the fraction is dropped. */
-		Epoch restartedAt(long now) {
-			return new Epoch(now, due(now), this.tokens, this.period, this.num, this.den);
+		/** Tokens of the holes ahead of {@code ticket}. */
+		long credit(long ticket) {
+			long credit = 0;
+			for (int i = 0; i < this.holes.length; i += 2) {
+				if (this.holes[i] - ticket >= 0) {
+					break;
+				}
+				credit += this.holes[i + 1];
+			}
+			return credit;
 		}
 
-		private Epoch(long start, long base, long tokens, Duration period, long num, long den) {
-			this.start = start;
-			this.base = base;
-			this.tokens = tokens;
-			this.period = period;
-			this.num = num;
-			this.den = den;
+		State withBase(long newBase, long[] newHoles) {
+			return new State(this.rate, this.start, newBase, this.limit, newHoles);
 		}
 
-		/** The first instant at which {@code due} reaches {@code target}. */
-		long instantOf(long target) {
-			long need = target - this.base;
-			return (need <= 0) ? this.start : this.start + Arithmetic.mulDivCeil(need, this.den, this.num);
+		State withHole(long ticket, long n) {
+			long[] holes = this.holes;
+			int at = 0;
+			while (at < holes.length && holes[at] - ticket < 0) {
+				at += 2;
+			}
+			long[] next = new long[holes.length + 2];
+			System.arraycopy(holes, 0, next, 0, at);
+			next[at] = ticket;
+			next[at + 1] = n;
+			System.arraycopy(holes, at, next, at + 2, holes.length - at);
+			return withBase(this.base, next);
 		}
 	}
 
-	/** A caller's claim: its ticket, polled until covered (I5), given back by position (I6). */
+	/** A caller's claim: its ticket, polled until covered (I3), given back by position. */
 	private final class Claim extends AbstractReservation {
 
 		private final long ticket;
@@ -734,28 +918,35 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		@Override
 		protected long delayNanos(long nowNanos) {
-			if (deficiency(this.ticket) == 0) {
+			if (tokens() == 0) {
 				return 0;
 			}
-			replenish(nowNanos);
-			long missing = deficiency(this.ticket);
-			if (missing == 0) {
+			long now = now();
+			State s = SharedTokenBucket.this.state;
+			if (missing(s, this.ticket, now) == 0) {
 				return 0;
 			}
-			if (SharedTokenBucket.this.cappedRelease && this.ticket - (long) CEIL.getVolatile(SharedTokenBucket.this) > 0) {
+			if (capMissing(s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
 				return AWAITING_RELEASE;
 			}
-			return nanosUntil(missing, nowNanos);
+			long wait = rateWait(s, this.ticket, now);
+			return (wait > 0) ? wait : AWAITING_RELEASE;
 		}
 
 		@Override
 		protected void giveBack() {
+			SharedTokenBucket.this.sleepers.remove(this);
 			refund(this.ticket, tokens());
 		}
 
 		@Override
 		protected Permit grantedPermit() {
+			SharedTokenBucket.this.sleepers.remove(this);
 			return (tokens() == 0) ? Permit.noop() : permitFor(tokens());
+		}
+
+		void wakeUp() {
+			wake();
 		}
 	}
 
@@ -807,6 +998,16 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.tokens = tokens;
 			this.period = period;
 			return this;
+		}
+
+		/**
+		 * The rate.
+		 *
+		 * @param rate the rate
+		 * @return this builder
+		 */
+		public Builder rate(Rate rate) {
+			return rate(rate.tokens(), rate.period());
 		}
 
 		/**
