@@ -16,7 +16,8 @@ import org.openjdk.jmh.annotations.Warmup;
 /**
  * The floors the try path is read against, in the same run: {@code System.nanoTime()}, which every
  * peer pays on every call, and {@code AtomicLong.getAndAdd} on one shared counter, the cost of one
- * atomic read-modify-write.
+ * atomic read-modify-write, and the two together: the floor of an exact token bucket, which must know
+ * when each grab happened (one clock read) and claim its tokens (one atomic update).
  */
 @BenchmarkMode(Mode.Throughput)
 @OutputTimeUnit(TimeUnit.MICROSECONDS)
@@ -36,5 +37,10 @@ public class ReferenceBenchmark {
 	@Benchmark
 	public long getAndAdd() {
 		return this.counter.getAndAdd(1);
+	}
+
+	@Benchmark
+	public long nanoTimeAndGetAndAdd() {
+		return System.nanoTime() + this.counter.getAndAdd(1);
 	}
 }
