@@ -107,6 +107,14 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static final long[] NO_HOLES = new long[0];
 
+	/**
+	 * Spin-waits after a lost CAS on the tail, doubling up to {@link #MAX_BACKOFF_SPINS}: chosen with
+	 * {@code TryPathBenchmark} on 2 threads (0: 15 ops/us, 16: 39, 64: 37).
+	 */
+	private static final int BACKOFF_SPINS = 32;
+
+	private static final int MAX_BACKOFF_SPINS = 1024;
+
 	private static final VarHandle TAIL;
 
 	private static final VarHandle SEEN;
@@ -125,6 +133,9 @@ public final class SharedTokenBucket implements RateLimiter {
 	private final String name;
 
 	private final LongSupplier clock;
+
+	/** I5: the default clock, {@code System.nanoTime()}, never goes back: {@code seen} is not needed. */
+	private final boolean monotonic;
 
 	private final boolean cappedRelease;
 
@@ -171,6 +182,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		this.name = builder.name;
 		this.clock = builder.clock;
+		this.monotonic = (builder.clock == Builder.NANO_TIME);
 		this.cappedRelease = builder.cappedRelease;
 		this.threshold = builder.threshold;
 		this.stats = builder.stats;
@@ -534,6 +546,9 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** I5: the clock, never earlier than a reading already seen. */
 	private long now() {
 		long t = this.clock.getAsLong();
+		if (this.monotonic) {
+			return t;
+		}
 		long s = (long) SEEN.getOpaque(this);
 		if (t - s > 0) {
 			SEEN.setOpaque(this, t);
@@ -554,6 +569,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (this.cappedRelease) {
 			return NO_TICKET;
 		}
+		int backoff = BACKOFF_SPINS;
 		for (;;) {
 			State s = this.state;
 			long tl = (long) TAIL.getVolatile(this);
@@ -585,6 +601,12 @@ public final class SharedTokenBucket implements RateLimiter {
 				}
 				return recheck(next, n, covered);
 			}
+			// another caller won the tail: let it have the cache line for a while before trying again,
+			// longer after each loss (on 2 threads this triples the throughput of a bare retry)
+			for (int spin = 0; spin < backoff; spin++) {
+				Thread.onSpinWait();
+			}
+			backoff = Math.min(backoff << 1, MAX_BACKOFF_SPINS);
 		}
 	}
 
@@ -969,7 +991,10 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		private long threshold = 1;
 
-		private LongSupplier clock = System::nanoTime;
+		/** The default clock; monotonic within a JVM. */
+		static final LongSupplier NANO_TIME = System::nanoTime;
+
+		private LongSupplier clock = NANO_TIME;
 
 		private StatsRecorder stats = StatsRecorder.disabled();
 
