@@ -472,6 +472,152 @@ class SharedTokenBucketTests {
 	}
 
 	/** Releases one token of a capped bucket, once. */
+	// ---- the examples of issue 11, each a promise of contract revision 2 -------------------------------
+
+	@Test
+	void cappedReleaseStaysWithinItsLimitWhileAMiddleWaiterGivesUp() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(5).cappedRelease(true)
+				.clock(this.clock).build();
+		assertThat(bucket.tryAcquire(5)).isTrue();
+		Reservation first = bucket.reserve(3, Duration.ofHours(1));
+		Reservation middle = bucket.reserve(2, Duration.ofHours(1));
+		Reservation last = bucket.reserve(1, Duration.ofHours(1));
+		this.clock.advance(Duration.ofSeconds(1));
+		middle.cancel();
+		bucket.release(1);
+		// 4 in flight, 1 released: the first waiter (3) must wait for 2 more releases
+		assertThat(first.poll()).isPositive();
+		assertThat(last.poll()).isPositive();
+		bucket.release(2);
+		assertThat(first.poll()).isZero();
+		first.permit();
+		assertThat(last.poll()).isPositive();
+		assertThat(bucket.snapshot().inFlight() + bucket.snapshot().available()).isLessThanOrEqualTo(5);
+		bucket.release(1);
+		assertThat(last.poll()).isZero();
+	}
+
+	@Test
+	void aRefusedCallLeavesNoTraceThatBreaksTheBoundLater() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		assertThatThrownBy(() -> bucket.acquire(11, Duration.ZERO)).isInstanceOf(RateLimitExceededException.class);
+		assertThat(bucket.tryAcquire(4)).isTrue();
+		this.clock.advance(Duration.ofHours(1));
+		assertThat(bucket.tryAcquire(6)).isTrue();
+		assertThat(bucket.tryAcquire(10)).isFalse();
+		assertThat(drain(bucket)).isEqualTo(4);
+	}
+
+	@Test
+	void aReadyReservationCancelledAfterTimePassedLeavesAtMostTheLimit() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		Reservation claim = bucket.reserve(5, Duration.ofHours(1));
+		this.clock.advance(Duration.ofMillis(20));
+		assertThat(claim.poll()).isZero();
+		claim.cancel();
+		assertThat(drain(bucket)).isEqualTo(10);
+	}
+
+	@Test
+	void aWaiterForMoreThanTheLimitThatGivesUpLeavesTheBucketAtMostFull() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		Reservation big = bucket.reserve(100, Duration.ofHours(1));
+		this.clock.advance(Duration.ofMillis(50));
+		big.cancel();
+		assertThat(drain(bucket)).isEqualTo(10);
+	}
+
+	@Test
+	void isFullAfterAnIdlePeriodHoweverItsTokensWereSpent() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).clock(this.clock)
+				.build();
+		assertThat(bucket.tryAcquire(4)).isTrue();
+		this.clock.advance(Duration.ofSeconds(10));
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(drain(bucket)).isEqualTo(10);
+	}
+
+	@Test
+	void refusedCallersAreNotCountedAsOwedByTheWaitTheyReport() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(50, Duration.ofSeconds(1)).clock(this.clock).build();
+		assertThat(drain(bucket)).isEqualTo(50);
+		for (int i = 0; i < 1000; i++) {
+			Duration retryAfter = catchRefusal(() -> bucket.acquire(1, Duration.ZERO)).getRetryAfter();
+			assertThat(retryAfter).isEqualTo(Duration.ofMillis(20));
+		}
+		this.clock.advance(Duration.ofMillis(20));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+	}
+
+	@Test
+	void aWaiterWhoseWaitIsShorterThanItsBudgetIsNotRefusedBecauseOthersWereRefused() throws InterruptedException {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).clock(this.clock)
+				.build();
+		drain(bucket);
+		for (int i = 0; i < 50; i++) {
+			catchRefusal(() -> bucket.acquire(5, Duration.ofMillis(100)));
+		}
+		Reservation claim = bucket.reserve(3, Duration.ofSeconds(1));
+		assertThat(claim.poll()).isEqualTo(Duration.ofMillis(300).toNanos());
+	}
+
+	@Test
+	void aBlockedWaiterBehindOneThatIsInterruptedMovesUpAtOnce() throws Exception {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		Thread ahead = new Thread(() -> {
+			try {
+				bucket.acquire(3_600_000, Duration.ofDays(1)).close(); // an hour of tokens
+			}
+			catch (InterruptedException ex) {
+				// gave up: its tokens go back
+			}
+		});
+		ahead.start();
+		while (bucket.snapshot().waiting() == 0) {
+			Thread.onSpinWait();
+		}
+		long[] waited = new long[1];
+		Thread behind = new Thread(() -> {
+			try {
+				bucket.acquire(1, Duration.ofDays(1)).close();
+				waited[0] = 1;
+			}
+			catch (InterruptedException ex) {
+				waited[0] = -1;
+			}
+		});
+		behind.start();
+		while (bucket.snapshot().waiting() < 2) {
+			Thread.onSpinWait();
+		}
+		this.clock.advance(Duration.ofMillis(1));
+		ahead.interrupt();
+		ahead.join();
+		// without a wake-up it would sleep through the hour the caller ahead of it claimed
+		behind.join(Duration.ofSeconds(30).toMillis());
+		assertThat(behind.isAlive()).isFalse();
+		assertThat(waited[0]).isEqualTo(1);
+	}
+
+	private static RateLimitExceededException catchRefusal(ThrowingCall call) {
+		try {
+			call.run();
+		}
+		catch (RateLimitExceededException ex) {
+			return ex;
+		}
+		catch (InterruptedException ex) {
+			throw new AssertionError(ex);
+		}
+		throw new AssertionError("expected a refusal");
+	}
+
+	@FunctionalInterface
+	private interface ThrowingCall {
+
+		void run() throws InterruptedException;
+	}
+
 	private static final class ReleasingProbe implements Permit {
 
 		private final SharedTokenBucket bucket;
