@@ -247,6 +247,28 @@ public final class Rate {
 	}
 
 	/**
+	 * The time still needed, {@code elapsed} nanoseconds into an epoch, until {@code tokens} whole
+	 * tokens are earned since its start: {@code ceil(tokens * denominator / numerator) - elapsed},
+	 * exact in 128 bits even when the first term alone does not fit in 64.
+	 *
+	 * @param tokens tokens since the epoch's start
+	 * @param elapsed nanoseconds since the epoch's start, {@code >= 0}
+	 * @return nanoseconds, {@code >= 0}, saturated at {@code Long.MAX_VALUE}
+	 */
+	public long nanosUntil(long tokens, long elapsed) {
+		long at = nanosFor(tokens);
+		if (at != Long.MAX_VALUE) {
+			return Math.max(0, at - Math.max(elapsed, 0));
+		}
+		BigInteger num = BigInteger.valueOf(this.numerator);
+		BigInteger exact = BigInteger.valueOf(tokens).multiply(BigInteger.valueOf(this.denominator))
+			.add(num.subtract(BigInteger.ONE))
+			.divide(num)
+			.subtract(BigInteger.valueOf(Math.max(elapsed, 0)));
+		return (exact.bitLength() <= 63) ? Math.max(0, exact.longValue()) : Long.MAX_VALUE;
+	}
+
+	/**
 	 * The token count of the epoch {@code (start, base)} at {@code now}:
 	 * {@code base + floor((now - start) * rate)}; an instant before {@code start} counts {@code base}.
 	 * Instants are compared by difference, so a clock that wraps is fine.

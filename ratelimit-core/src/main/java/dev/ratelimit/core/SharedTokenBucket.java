@@ -139,6 +139,9 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private final boolean cappedRelease;
 
+	/** I5 for claims: their deadlines are measured on the same never-going-back time. */
+	private final LongSupplier seenClock = this::now;
+
 	private final long threshold;
 
 	private final StatsRecorder stats;
@@ -587,7 +590,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			}
 			else {
 				long available = s.base + quantized(tokens) - tl;
-				if (covered && available < n) {
+				if (available < n && (covered || n - available > MAX_COST)) {
 					return NO_TICKET;
 				}
 				next = tl + n;
@@ -654,11 +657,18 @@ public final class SharedTokenBucket implements RateLimiter {
 	private long claimLocked(long n, long now) {
 		State s = foldReached(now);
 		settleFull(s, now);
+		s = this.state;
+		long tl = (long) TAIL.getVolatile(this);
+		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
+		if (owed > MAX_COST || owed < -MAX_COST) {
+			throw new IllegalArgumentException("n (" + n + ") would put more than Long.MAX_VALUE / 2 tokens in line"
+					+ of() + ": " + (owed - n) + " are owed already");
+		}
 		for (;;) {
-			long tl = (long) TAIL.getVolatile(this);
 			if (TAIL.compareAndSet(this, tl, tl + n)) {
 				return tl + n;
 			}
+			tl = (long) TAIL.getVolatile(this);
 		}
 	}
 
@@ -669,12 +679,20 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return whether the bucket was full
 	 */
 	private boolean settleFull(State s, long now) {
-		if (s.holes.length != 0) {
-			return false; // callers wait: not full
-		}
 		long head = s.headAt(now);
-		if (head - (long) TAIL.getVolatile(this) - s.limit < 0) {
-			return false;
+		if (this.cappedRelease) {
+			// every capped call holds the lock: the head itself comes down to the limit, so that tickets
+			// waiting for the ceiling (holes among them) keep their places relative to it
+			long tl = (long) TAIL.getVolatile(this);
+			long effectiveTail = tl - s.credit(tl + 1);
+			if (head - effectiveTail - s.limit < 0) {
+				return false;
+			}
+			this.state = new State(s.rate, now, effectiveTail + s.limit, s.limit, s.holes);
+			return true;
+		}
+		if (s.holes.length != 0 || head - (long) TAIL.getVolatile(this) - s.limit < 0) {
+			return false; // (holes: without capped release they mean that callers wait for time)
 		}
 		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
 			s = new State(s.rate, now, head, s.limit, s.holes);
@@ -683,14 +701,8 @@ public final class SharedTokenBucket implements RateLimiter {
 		long floor = head - s.limit;
 		for (;;) {
 			long tl = (long) TAIL.getVolatile(this);
-			if (floor - tl <= 0) {
-				return true; // a fast-path claim moved it already
-			}
-			if (TAIL.compareAndSet(this, tl, floor)) {
-				if (this.cappedRelease) {
-					this.ceil += floor - tl;
-				}
-				return true;
+			if (floor - tl <= 0 || TAIL.compareAndSet(this, tl, floor)) {
+				return true; // (or a fast-path claim moved it already)
 			}
 		}
 	}
@@ -890,10 +902,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		/** Nanoseconds from {@code now} until {@link #dueAt} reaches {@code target}. */
 		long nanosUntilDue(long target, long now) {
-			long need = quantum(target - this.base);
-			long at = this.rate.nanosFor(need); // from start, saturated
-			long elapsed = now - this.start;
-			return (elapsed > 0) ? at - elapsed : at;
+			return this.rate.nanosUntil(quantum(target - this.base), now - this.start);
 		}
 
 		/** Tokens of the holes ahead of {@code ticket}. */
@@ -933,7 +942,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		private final long ticket;
 
 		Claim(long ticket, long n, Duration maxWait, long now) {
-			super(SharedTokenBucket.this.name, n, maxWait, SharedTokenBucket.this.clock, now,
+			super(SharedTokenBucket.this.name, n, maxWait, SharedTokenBucket.this.seenClock, now,
 					SharedTokenBucket.this.stats, SharedTokenBucket.this.waiting);
 			this.ticket = ticket;
 		}

@@ -1,0 +1,642 @@
+package dev.ratelimit.core;
+
+import java.math.BigInteger;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+import org.junit.jupiter.api.Test;
+
+/**
+ * The rover bucket checked step by step against an exact token bucket written for the test: seeded
+ * random sequences of tries, claims that wait, polls, give-ups, grants, releases, refunds, rate and
+ * limit changes and clock moves (standing, going back, jumping years, at rates from one per century
+ * to 10^9 per second), on a fake clock. Every decision, every readiness, every reported wait and the
+ * available tokens must equal the reference's. A failure prints the seed, the bucket and the trace;
+ * {@code -Dmodel.seed=<seed>} replays one sequence, {@code -Dmodel.sequences=<n>} runs more.
+ */
+class SharedTokenBucketModelTests {
+
+	private static final long SEQUENCES = Long.getLong("model.sequences", 20_000);
+
+	private static final int STEPS = 60;
+
+	private static final long YEAR = Duration.ofDays(365).toNanos();
+
+	private static final long CENTURY = 100 * YEAR;
+
+	@Test
+	void agreesWithAnExactTokenBucketOnRandomSequences() {
+		Long only = Long.getLong("model.seed");
+		if (only != null) {
+			new Run(only).execute();
+			return;
+		}
+		long seeds = new SplittableRandom().nextLong();
+		for (long i = 0; i < SEQUENCES; i++) {
+			new Run(seeds + i).execute();
+		}
+	}
+
+	@Test
+	void agreesOnTheHandPickedHardCases() {
+		for (long seed = 0; seed < 500; seed++) {
+			new Run(seed).execute();
+		}
+	}
+
+	/** One random sequence against the reference. */
+	private static final class Run {
+
+		private final long seed;
+
+		private final SplittableRandom random;
+
+		private final List<String> trace = new ArrayList<>();
+
+		private final FakeClock clock = new FakeClock();
+
+		private final boolean capped;
+
+		private SharedTokenBucket bucket;
+
+		private Reference ref;
+
+		private final List<Waiter> waiters = new ArrayList<>();
+
+		private final List<Permit> permits = new ArrayList<>();
+
+		private final List<Long> permitSizes = new ArrayList<>();
+
+		private final List<long[]> grabs = new ArrayList<>();
+
+		/** Tokens taken by tryAcquire in capped mode and not yet released or refunded. */
+		private long triedInFlight;
+
+		private long elapsed;
+
+		Run(long seed) {
+			this.seed = seed;
+			this.random = new SplittableRandom(seed);
+			this.capped = this.random.nextInt(4) == 0;
+		}
+
+		void execute() {
+			try {
+				build();
+				for (int step = 0; step < STEPS; step++) {
+					step();
+					check();
+				}
+			}
+			catch (AssertionError | RuntimeException ex) {
+				StringBuilder message = new StringBuilder("seed ").append(this.seed)
+					.append(" (replay with -Dmodel.seed=").append(this.seed).append(")\n");
+				for (String line : this.trace) {
+					message.append("  ").append(line).append('\n');
+				}
+				message.append("  => ").append(ex);
+				throw new AssertionError(message.toString(), ex);
+			}
+		}
+
+		private void build() {
+			long[] rate = randomRate();
+			long limit = randomLimit();
+			long initial = switch (this.random.nextInt(3)) {
+				case 0 -> limit;
+				case 1 -> 0;
+				default -> this.random.nextLong(limit + 1);
+			};
+			this.bucket = SharedTokenBucket.builder()
+				.rate(rate[0], Duration.ofNanos(rate[1]))
+				.limit(limit)
+				.initial(initial)
+				.cappedRelease(this.capped)
+				.clock(this.clock)
+				.build();
+			this.ref = new Reference(rate[0], rate[1], limit, initial, this.clock.getAsLong(), this.capped);
+			log("build rate=%d per %dns limit=%d initial=%d capped=%s", rate[0], rate[1], limit, initial, this.capped);
+		}
+
+		private long[] randomRate() {
+			return switch (this.random.nextInt(10)) {
+				case 0 -> new long[] { 1, CENTURY };
+				case 1 -> new long[] { 1, Duration.ofHours(1).toNanos() };
+				case 2 -> new long[] { 7, Duration.ofMillis(3).toNanos() };
+				case 3 -> new long[] { 999_999_937, 1_000_000_000 };
+				case 4 -> new long[] { 1_000_000_000, 1_000_000_000 };
+				case 5 -> new long[] { 1, 1_000_000 };
+				case 6 -> new long[] { 50, 1_000_000_000 };
+				case 7 -> new long[] { 3, 1_000_000_000 };
+				default -> new long[] { 1 + this.random.nextLong(1_000_000),
+						1_000_000 + this.random.nextLong(Duration.ofHours(1).toNanos()) };
+			};
+		}
+
+		private long randomLimit() {
+			return switch (this.random.nextInt(8)) {
+				case 0 -> 1;
+				case 1 -> 1 + this.random.nextLong(1_000_000);
+				case 2 -> 1L << 40;
+				default -> 1 + this.random.nextLong(20);
+			};
+		}
+
+		private long randomCost() {
+			long limit = this.ref.limit;
+			if (!this.capped && this.random.nextInt(20) == 0) {
+				return this.random.nextBoolean() ? SharedTokenBucket.MAX_COST : limit + 1 + this.random.nextLong(1000);
+			}
+			return 1 + this.random.nextLong(Math.min(limit, 1_000_000) + (this.capped ? 0 : 2));
+		}
+
+		private Duration randomMaxWait() {
+			long interval = Math.min(this.ref.intervalNanos(), Long.MAX_VALUE / 64);
+			return switch (this.random.nextInt(6)) {
+				case 0 -> Duration.ZERO;
+				case 1 -> Duration.ofNanos(this.random.nextLong(interval * 4));
+				case 2 -> Duration.ofSeconds(Long.MAX_VALUE);
+				case 3 -> Duration.ofNanos(Long.MAX_VALUE);
+				default -> Duration.ofNanos(interval * (1 + this.random.nextInt(20)));
+			};
+		}
+
+		private void step() {
+			int op = this.random.nextInt(100);
+			if (op < 25) {
+				moveClock();
+			}
+			else if (op < 45) {
+				tryAcquire();
+			}
+			else if (op < 60) {
+				reserve();
+			}
+			else if (op < 72) {
+				poll();
+			}
+			else if (op < 78) {
+				cancel();
+			}
+			else if (op < 84) {
+				closePermit();
+			}
+			else if (op < 88 && !this.capped) {
+				grabAndMaybeGiveBack();
+			}
+			else if (op < 91) {
+				refundOrRelease();
+			}
+			else if (op < 95) {
+				updateRate();
+			}
+			else {
+				updateLimit();
+			}
+		}
+
+		private void moveClock() {
+			long interval = Math.min(this.ref.intervalNanos(), YEAR);
+			long delta = switch (this.random.nextInt(8)) {
+				case 0 -> 0;
+				case 1 -> 1;
+				case 2 -> this.random.nextLong(interval) + 1;
+				case 3 -> interval * (1 + this.random.nextInt(5));
+				case 4 -> -(this.random.nextLong(Math.max(1, interval)) + 1);
+				case 5 -> (this.elapsed + 2 * YEAR < CENTURY) ? YEAR + this.random.nextLong(YEAR) : interval;
+				default -> interval * (1 + this.random.nextLong(Math.min(this.ref.limit, 1_000)));
+			};
+			if (delta > YEAR * 5 || delta < 0 && -delta > YEAR || this.elapsed + delta > CENTURY) {
+				delta = 0; // the contract's range: a century of uptime, a clock that steps back a little
+			}
+			this.elapsed += Math.max(delta, 0);
+			this.clock.advanceNanos(delta);
+			log("clock %+d ns", delta);
+		}
+
+		private void tryAcquire() {
+			long n = randomCost();
+			this.ref.advance(this.clock.getAsLong());
+			boolean expected = this.ref.tryAcquire(n);
+			boolean actual = this.bucket.tryAcquire(n);
+			log("tryAcquire(%d) -> %s (reference %s)", n, actual, expected);
+			equal("tryAcquire(" + n + ")", actual, expected);
+			if (actual && this.capped) {
+				this.triedInFlight += n;
+			}
+		}
+
+		private void reserve() {
+			long n = randomCost();
+			Duration maxWait = randomMaxWait();
+			long now = this.clock.getAsLong();
+			this.ref.advance(now);
+			Reference.Claim claim = this.ref.claim(n);
+			if (this.ref.owedTooMuch()) {
+				this.ref.giveUp(claim);
+				expectRejected(() -> this.bucket.reserve(n, maxWait), "reserve(" + n + ")");
+				return;
+			}
+			long wait = this.ref.rateWait(claim);
+			long budget = AbstractReservation.saturatedNanos(maxWait);
+			boolean refuse = wait > budget;
+			Reservation actual;
+			try {
+				actual = this.bucket.reserve(n, maxWait);
+			}
+			catch (RateLimitExceededException ex) {
+				log("reserve(%d, %s) -> refused, retry after %s (reference wait %d ns)", n, maxWait, ex.getRetryAfter(), wait);
+				equal("refused reserve(" + n + ", " + maxWait + ")", true, refuse);
+				equal("retry-after of reserve(" + n + ")", ex.getRetryAfter().toNanos(), wait);
+				this.ref.giveUp(claim);
+				return;
+			}
+			log("reserve(%d, %s) -> accepted (reference wait %d ns)", n, maxWait, wait);
+			equal("accepted reserve(" + n + ", " + maxWait + ")", false, refuse);
+			this.waiters.add(new Waiter(actual, claim, this.ref.time, budget));
+		}
+
+		private void poll() {
+			if (this.waiters.isEmpty()) {
+				return;
+			}
+			int index = this.random.nextInt(this.waiters.size());
+			Waiter w = this.waiters.get(index);
+			long now = this.clock.getAsLong();
+			this.ref.advance(now);
+			long left = w.budget - Math.max(0, this.ref.time - w.start);
+			boolean covered = this.ref.covered(w.claim);
+			long rateWait = this.ref.rateWait(w.claim);
+			boolean awaitsRelease = !covered && rateWait == 0;
+			boolean refuse = !covered && (awaitsRelease ? left <= 0 : rateWait > left);
+			long delay;
+			try {
+				delay = w.reservation.poll();
+			}
+			catch (RateLimitExceededException ex) {
+				log("poll #%d (%d tokens) -> refused (reference covered=%s wait=%d left=%d)", w.claim.id, w.claim.n, covered,
+						rateWait, left);
+				equal("refusal of a poll", true, refuse);
+				this.ref.giveUp(w.claim);
+				this.waiters.remove(index);
+				return;
+			}
+			log("poll #%d (%d tokens) -> %d (reference covered=%s wait=%d)", w.claim.id, w.claim.n, delay, covered, rateWait);
+			equal("refusal of a poll", false, refuse);
+			equal("readiness of claim #" + w.claim.id, delay == 0, covered);
+			if (!covered && !awaitsRelease) {
+				equal("wait of claim #" + w.claim.id, delay, rateWait);
+			}
+			if (covered && this.random.nextInt(3) > 0) {
+				Permit permit = w.reservation.permit();
+				this.ref.grant(w.claim);
+				this.waiters.remove(index);
+				log("permit #%d", w.claim.id);
+				if (this.capped) {
+					this.permits.add(permit);
+					this.permitSizes.add(w.claim.n);
+				}
+			}
+		}
+
+		private void cancel() {
+			if (this.waiters.isEmpty()) {
+				return;
+			}
+			int index = this.random.nextInt(this.waiters.size());
+			Waiter w = this.waiters.remove(index);
+			this.ref.advance(this.clock.getAsLong());
+			boolean cancelled = w.reservation.cancel();
+			log("cancel #%d (%d tokens) -> %s", w.claim.id, w.claim.n, cancelled);
+			equal("cancel", cancelled, true);
+			this.ref.giveUp(w.claim);
+		}
+
+		private void closePermit() {
+			if (this.permits.isEmpty()) {
+				return;
+			}
+			int index = this.random.nextInt(this.permits.size());
+			Permit permit = this.permits.remove(index);
+			long n = this.permitSizes.remove(index);
+			this.ref.advance(this.clock.getAsLong());
+			permit.close();
+			permit.close(); // releases once however often it is closed
+			this.ref.release(n);
+			log("close permit of %d tokens (twice)", n);
+		}
+
+		private void grabAndMaybeGiveBack() {
+			this.ref.advance(this.clock.getAsLong());
+			if (!this.grabs.isEmpty() && this.random.nextBoolean()) {
+				int index = this.random.nextInt(this.grabs.size());
+				long[] grab = this.grabs.remove(index);
+				this.bucket.refund(grab[0], grab[1]);
+				this.ref.giveUp(this.ref.byId((int) grab[2]));
+				log("refund(ticket, %d) of a grab", grab[1]);
+				return;
+			}
+			long n = randomCost();
+			Reference.Claim claim = this.ref.claim(n);
+			if (this.ref.owedTooMuch()) {
+				this.ref.giveUp(claim);
+				expectRejected(() -> this.bucket.grab(n), "grab(" + n + ")");
+				return;
+			}
+			long ticket = this.bucket.grab(n);
+			this.grabs.add(new long[] { ticket, n, claim.id });
+			log("grab(%d) -> ticket %d", n, ticket);
+			for (long[] grab : this.grabs) {
+				Reference.Claim c = this.ref.byId((int) grab[2]);
+				equal("deficiency of a grab", this.bucket.deficiency(grab[0]), this.ref.deficiency(c));
+			}
+		}
+
+		private void refundOrRelease() {
+			this.ref.advance(this.clock.getAsLong());
+			if (this.capped) {
+				if (this.triedInFlight == 0) {
+					return;
+				}
+				long n = 1 + this.random.nextLong(this.triedInFlight);
+				this.triedInFlight -= n;
+				if (this.random.nextBoolean()) {
+					this.bucket.release(n);
+					this.ref.release(n);
+					log("release(%d)", n);
+				}
+				else {
+					this.bucket.refund(n);
+					this.ref.refund(n);
+					log("refund(%d)", n);
+				}
+				return;
+			}
+			long n = 1 + this.random.nextLong(Math.min(this.ref.limit, 1000));
+			this.bucket.refund(n);
+			this.ref.refund(n);
+			log("refund(%d)", n);
+		}
+
+		private void updateRate() {
+			long[] rate = randomRate();
+			this.ref.advance(this.clock.getAsLong());
+			this.bucket.updateRate(rate[0], Duration.ofNanos(rate[1]));
+			this.ref.updateRate(rate[0], rate[1]);
+			log("updateRate(%d per %d ns)", rate[0], rate[1]);
+		}
+
+		private void updateLimit() {
+			long limit = randomLimit();
+			if (this.capped && limit < this.ref.limit) {
+				return; // a capped waiter larger than the new limit could never be granted
+			}
+			this.ref.advance(this.clock.getAsLong());
+			this.bucket.updateLimit(limit);
+			this.ref.updateLimit(limit);
+			log("updateLimit(%d)", limit);
+		}
+
+		private void check() {
+			this.ref.advance(this.clock.getAsLong());
+			RateLimiterSnapshot s = this.bucket.snapshot();
+			equal("available", (long) s.available(), this.ref.availableTokens());
+			equal("waiting", (long) s.waiting(), (long) this.waiters.size());
+			if (this.capped) {
+				equal("in flight", (long) s.inFlight(), this.ref.inFlight);
+				if ((long) s.available() + this.ref.inFlight > this.ref.limit) {
+					throw new AssertionError("capped: in flight " + this.ref.inFlight + " + available " + s.available()
+							+ " > limit " + this.ref.limit);
+				}
+			}
+			if ((long) s.available() > this.ref.limit) {
+				throw new AssertionError("available " + s.available() + " above the limit " + this.ref.limit);
+			}
+		}
+
+		/** More than {@code Long.MAX_VALUE / 2} tokens in line: the claim is rejected, nothing changes. */
+		private void expectRejected(Runnable call, String what) {
+			try {
+				call.run();
+			}
+			catch (IllegalArgumentException ex) {
+				log("%s -> rejected: %s", what, ex.getMessage());
+				return;
+			}
+			throw new AssertionError(what + " was accepted with more than Long.MAX_VALUE / 2 tokens in line");
+		}
+
+		private void log(String format, Object... args) {
+			this.trace.add(String.format(format, args) + "    [ref " + ((this.ref != null) ? this.ref : "-") + "]");
+		}
+
+		private static void equal(String what, Object actual, Object expected) {
+			if (!actual.equals(expected)) {
+				throw new AssertionError(what + ": bucket " + actual + ", reference " + expected);
+			}
+		}
+	}
+
+	private record Waiter(Reservation reservation, Reference.Claim claim, long start, long budget) {
+	}
+
+	/**
+	 * The exact token bucket: {@code a / den} tokens available net of every queued claim (rational,
+	 * negative when owed), capped at the limit, growing by {@code num / den} per nanosecond of a time
+	 * that never goes back; a FIFO queue of claims; for capped release, {@code cap} = limit - tokens
+	 * in flight - tokens queued.
+	 */
+	private static final class Reference {
+
+		private BigInteger num;
+
+		private BigInteger den;
+
+		private BigInteger a;
+
+		long limit;
+
+		long cap;
+
+		long inFlight;
+
+		long time;
+
+		private final List<Claim> queue = new ArrayList<>();
+
+		private final boolean capped;
+
+		private int ids;
+
+		Reference(long tokens, long periodNanos, long limit, long initial, long now, boolean capped) {
+			this.capped = capped;
+			setRate(tokens, periodNanos);
+			this.limit = limit;
+			this.a = BigInteger.valueOf(initial).multiply(this.den);
+			this.cap = limit;
+			this.time = now;
+		}
+
+		private void setRate(long tokens, long periodNanos) {
+			BigInteger t = BigInteger.valueOf(tokens);
+			BigInteger p = BigInteger.valueOf(periodNanos);
+			BigInteger g = t.gcd(p);
+			this.num = t.divide(g);
+			this.den = p.divide(g);
+		}
+
+		long intervalNanos() {
+			BigInteger[] qr = this.den.divideAndRemainder(this.num);
+			BigInteger ceil = qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE);
+			return ceil.min(BigInteger.valueOf(Long.MAX_VALUE / 4)).max(BigInteger.ONE).longValueExact();
+		}
+
+		private BigInteger limitScaled() {
+			return BigInteger.valueOf(this.limit).multiply(this.den);
+		}
+
+		void advance(long now) {
+			long delta = now - this.time;
+			if (delta <= 0) {
+				return;
+			}
+			this.time = now;
+			this.a = this.a.add(this.num.multiply(BigInteger.valueOf(delta))).min(limitScaled());
+		}
+
+		private BigInteger scaled(long tokens) {
+			return BigInteger.valueOf(tokens).multiply(this.den);
+		}
+
+		boolean tryAcquire(long n) {
+			if (this.a.compareTo(scaled(n)) < 0 || (this.capped && this.cap < n)) {
+				return false;
+			}
+			this.a = this.a.subtract(scaled(n));
+			this.cap -= n;
+			this.inFlight += n;
+			return true;
+		}
+
+		Claim claim(long n) {
+			Claim c = new Claim(this.ids++, n);
+			this.a = this.a.subtract(scaled(n));
+			this.cap -= n;
+			this.queue.add(c);
+			return c;
+		}
+
+		boolean owedTooMuch() {
+			BigInteger owed = this.a.negate();
+			return owed.signum() > 0 && ceilDiv(owed, this.den).compareTo(BigInteger.valueOf(SharedTokenBucket.MAX_COST)) > 0;
+		}
+
+		Claim byId(int id) {
+			for (Claim c : this.queue) {
+				if (c.id == id) {
+					return c;
+				}
+			}
+			throw new AssertionError("no claim #" + id);
+		}
+
+		private long behind(Claim c) {
+			long sum = 0;
+			boolean after = false;
+			for (Claim other : this.queue) {
+				if (after) {
+					sum += other.n;
+				}
+				if (other == c) {
+					after = true;
+				}
+			}
+			return sum;
+		}
+
+		boolean covered(Claim c) {
+			long behind = behind(c);
+			return this.a.add(scaled(behind)).signum() >= 0 && (!this.capped || this.cap + behind >= 0);
+		}
+
+		long deficiency(Claim c) {
+			BigInteger owed = this.a.add(scaled(behind(c))).negate();
+			BigInteger byRate = owed.signum() <= 0 ? BigInteger.ZERO : ceilDiv(owed, this.den);
+			long byCap = this.capped ? Math.max(0, -(this.cap + behind(c))) : 0;
+			return Math.max(byRate.longValueExact(), byCap);
+		}
+
+		/** The first whole nanosecond at which the rate covers the claim (0 when it does now). */
+		long rateWait(Claim c) {
+			BigInteger owed = this.a.add(scaled(behind(c))).negate();
+			if (owed.signum() <= 0) {
+				return 0;
+			}
+			return ceilDiv(owed, this.num).min(BigInteger.valueOf(Long.MAX_VALUE)).longValueExact();
+		}
+
+		private static BigInteger ceilDiv(BigInteger x, BigInteger y) {
+			BigInteger[] qr = x.divideAndRemainder(y);
+			return qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE);
+		}
+
+		void giveUp(Claim c) {
+			this.queue.remove(c);
+			this.a = this.a.add(scaled(c.n)).min(limitScaled());
+			this.cap += c.n;
+		}
+
+		void grant(Claim c) {
+			this.queue.remove(c);
+			this.inFlight += c.n;
+		}
+
+		void release(long n) {
+			this.cap += n;
+			this.inFlight -= n;
+		}
+
+		void refund(long n) {
+			this.a = this.a.add(scaled(n)).min(limitScaled());
+			this.cap += n;
+			this.inFlight -= Math.min(n, this.inFlight);
+		}
+
+		void updateRate(long tokens, long periodNanos) {
+			BigInteger whole = this.a.signum() >= 0 ? this.a.divide(this.den)
+					: this.a.subtract(this.den).add(BigInteger.ONE).divide(this.den);
+			setRate(tokens, periodNanos);
+			this.a = whole.multiply(this.den);
+		}
+
+		void updateLimit(long newLimit) {
+			this.cap += newLimit - this.limit;
+			this.limit = newLimit;
+			this.a = this.a.min(limitScaled());
+		}
+
+		long availableTokens() {
+			if (this.a.signum() <= 0) {
+				return 0;
+			}
+			long whole = this.a.divide(this.den).longValueExact();
+			return Math.max(0, this.capped ? Math.min(whole, this.cap) : whole);
+		}
+
+		@Override
+		public String toString() {
+			return "t=" + this.time + " A=" + this.a + "/" + this.den + " rate=" + this.num + "/" + this.den + " limit="
+					+ this.limit + " cap=" + this.cap + " inFlight=" + this.inFlight + " queue=" + this.queue;
+		}
+
+		record Claim(int id, long n) {
+
+			@Override
+			public String toString() {
+				return "#" + this.id + ":" + this.n;
+			}
+		}
+	}
+}
