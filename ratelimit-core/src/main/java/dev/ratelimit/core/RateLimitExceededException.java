@@ -19,6 +19,8 @@ public class RateLimitExceededException extends RuntimeException {
 
 	private final Duration retryAfter;
 
+	private final String key;
+
 	/**
 	 * Creates the exception with a message that names the bucket, the cost and the wait.
 	 *
@@ -39,8 +41,35 @@ public class RateLimitExceededException extends RuntimeException {
 	 * @param message the detail message
 	 */
 	public RateLimitExceededException(String bucket, long cost, Duration retryAfter, String message) {
+		this(bucket, null, cost, retryAfter, message);
+	}
+
+	/**
+	 * Creates the exception for one key of a per-key bucket, with a message that names the bucket, the
+	 * cost and the wait (not the key, which may be personal data: it is carried by {@link #getKey()}).
+	 *
+	 * @param bucket the bucket's name
+	 * @param key the key whose bucket refused the call, or {@code null} for a bucket without keys
+	 * @param cost the tokens asked for
+	 * @param retryAfter the wait that would have been needed, {@code >= 0}
+	 */
+	public RateLimitExceededException(String bucket, String key, long cost, Duration retryAfter) {
+		this(bucket, key, cost, retryAfter, defaultMessage(bucket, cost, retryAfter));
+	}
+
+	/**
+	 * Creates the exception for one key of a per-key bucket, with a message of the caller's.
+	 *
+	 * @param bucket the bucket's name, or {@code null} for an unnamed limiter
+	 * @param key the key whose bucket refused the call, or {@code null} for a bucket without keys
+	 * @param cost the tokens asked for
+	 * @param retryAfter the wait that would have been needed, {@code >= 0}
+	 * @param message the detail message
+	 */
+	public RateLimitExceededException(String bucket, String key, long cost, Duration retryAfter, String message) {
 		super(message, null, false, false);
 		this.bucket = bucket;
+		this.key = key;
 		this.cost = cost;
 		this.retryAfter = Objects.requireNonNull(retryAfter, "retryAfter");
 	}
@@ -58,6 +87,15 @@ public class RateLimitExceededException extends RuntimeException {
 	 */
 	public String getBucket() {
 		return this.bucket;
+	}
+
+	/**
+	 * The key of the per-key bucket that refused the call, as a string.
+	 *
+	 * @return the key, or {@code null} for a bucket without keys
+	 */
+	public String getKey() {
+		return this.key;
 	}
 
 	/**
