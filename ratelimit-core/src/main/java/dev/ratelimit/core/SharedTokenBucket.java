@@ -230,7 +230,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		checkCost(n);
 		long now = now();
 		long ticket = tryFastClaim(n, now, false);
-		if (ticket != NO_TICKET) {
+		if (ticket != NO_TICKET && ticket != REFUSED) {
 			return ticket;
 		}
 		synchronized (this.lock) {
@@ -417,7 +417,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		if (tryFastClaim(n, now(), true) == NO_TICKET && !tryClaimLocked(n)) {
+		long ticket = tryFastClaim(n, now(), true);
+		if (ticket == REFUSED || (ticket == NO_TICKET && !tryClaimLocked(n))) {
 			this.stats.recordRejected();
 			return false;
 		}
@@ -438,7 +439,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		long now = now();
 		long ticket = tryFastClaim(n, now, true);
-		if (ticket != NO_TICKET) {
+		if (ticket != NO_TICKET && ticket != REFUSED) {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
@@ -454,7 +455,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return new Claim(0, 0, maxWait, now);
 		}
 		long ticket = tryFastClaim(n, now, true);
-		if (ticket != NO_TICKET) {
+		if (ticket != NO_TICKET && ticket != REFUSED) {
 			return new Claim(ticket, n, maxWait, now);
 		}
 		return claimOrRefuse(n, maxWait, budget);
@@ -546,6 +547,9 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** What the claim methods return when they claimed nothing. Tickets never equal it: see {@link #tryFastClaim}. */
 	private static final long NO_TICKET = Long.MIN_VALUE;
 
+	/** What {@link #tryFastClaim} returns when the tokens are not there (and the lock could not help). */
+	private static final long REFUSED = Long.MIN_VALUE + 1;
+
 	/** I5: the clock, never earlier than a reading already seen. */
 	private long now() {
 		long t = this.clock.getAsLong();
@@ -583,19 +587,25 @@ public final class SharedTokenBucket implements RateLimiter {
 			long next;
 			if (s.base + tokens - tl - s.limit >= 0) {
 				// full (I2): waste the excess; the epoch must restart unless the head is a whole number
-				if (this.threshold != 1 || !s.rate.isWhole(now - s.start) || (covered && n > s.limit)) {
+				if (covered && n > s.limit) {
+					return REFUSED;
+				}
+				if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
 					return NO_TICKET;
 				}
 				next = s.base + tokens - s.limit + n;
 			}
 			else {
 				long available = s.base + quantized(tokens) - tl;
-				if (available < n && (covered || n - available > MAX_COST)) {
+				if (available < n && covered) {
+					return REFUSED; // decided on the state in force: no lock needed to say no
+				}
+				if (available < n && n - available > MAX_COST) {
 					return NO_TICKET;
 				}
 				next = tl + n;
 			}
-			if (next == NO_TICKET) {
+			if (next == NO_TICKET || next == REFUSED) {
 				return NO_TICKET;
 			}
 			if (TAIL.compareAndSet(this, tl, next)) {
