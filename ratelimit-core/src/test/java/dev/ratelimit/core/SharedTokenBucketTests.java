@@ -599,6 +599,18 @@ class SharedTokenBucketTests {
 		assertThat(waited[0]).isEqualTo(1);
 	}
 
+	@Test
+	void aWaiterAcceptedWithAThresholdIsNeverRefusedLater() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).threshold(5).build();
+		Reservation claim = bucket.reserve(3, Duration.ofMillis(5));
+		for (int ms = 0; ms < 5; ms++) {
+			assertThat(claim.poll()).isEqualTo(Duration.ofMillis(5 - ms).toNanos());
+			this.clock.advance(Duration.ofMillis(1));
+		}
+		assertThat(claim.poll()).isZero();
+		assertThatThrownBy(() -> bucket.reserve(3, Duration.ofMillis(4))).isInstanceOf(RateLimitExceededException.class);
+	}
+
 	private static RateLimitExceededException catchRefusal(ThrowingCall call) {
 		try {
 			call.run();
