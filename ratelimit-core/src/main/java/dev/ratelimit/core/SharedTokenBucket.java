@@ -245,7 +245,8 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return {@code 0} when the ticket is covered (go ahead), otherwise the tokens missing
 	 */
 	public long deficiency(long ticket) {
-		return missing(this.state, ticket, now());
+		long cap = this.ceil;
+		return missing(cap, this.state, ticket, now());
 	}
 
 	/**
@@ -628,7 +629,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		synchronized (this.lock) {
 			long now = now();
 			State s = foldReached(now);
-			if (!covered || missing(s, ticket, now) == 0) {
+			if (!covered || missing(this.ceil, s, ticket, now) == 0) {
 				return ticket;
 			}
 			giveBackLocked(ticket, n, now);
@@ -761,39 +762,46 @@ public final class SharedTokenBucket implements RateLimiter {
 		int from = 0;
 		long base = s.base;
 		long head = s.headAt(now);
+		long cap = this.ceil;
 		while (from < holes.length) {
 			long before = holes[from] - holes[from + 1]; // the ticket of the claim just ahead of the hole
-			long cover = head + (base - s.base);
-			if (before - cover > 0 || (this.cappedRelease && before - this.ceil > 0)) {
+			long folded = base - s.base;
+			if (before - (head + folded) > 0 || (this.cappedRelease && before - (cap + folded) > 0)) {
 				break;
 			}
 			base += holes[from + 1];
-			if (this.cappedRelease) {
-				this.ceil += holes[from + 1];
-			}
 			from += 2;
 		}
 		if (from == 0) {
 			return s;
 		}
+		long folded = base - s.base;
 		s = s.withBase(base, Arrays.copyOfRange(holes, from, holes.length));
 		this.state = s;
+		if (this.cappedRelease) {
+			// after the state: a reader that reads the ceiling first and then the state never counts a
+			// hole twice (once as credit, once in the ceiling)
+			this.ceil = cap + folded;
+		}
 		return s;
 	}
 
-	/** Tokens missing for {@code ticket} at {@code now}: by rate, and with capped release by ceiling. */
-	private long missing(State s, long ticket, long now) {
+	/**
+	 * Tokens missing for {@code ticket} at {@code now}: by rate, and with capped release by the ceiling
+	 * {@code cap}, read before {@code s} (see {@link #foldReached}).
+	 */
+	private long missing(long cap, State s, long ticket, long now) {
 		long effective = ticket - s.credit(ticket);
 		long missing = effective - s.dueAt(now);
 		if (this.cappedRelease) {
-			missing = Math.max(missing, effective - this.ceil);
+			missing = Math.max(missing, effective - cap);
 		}
 		return Math.max(missing, 0);
 	}
 
-	/** Tokens the ceiling still lacks for {@code ticket} (capped release only). */
-	private long capMissing(State s, long ticket) {
-		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - this.ceil) : 0;
+	/** Tokens the ceiling {@code cap} still lacks for {@code ticket} (capped release only). */
+	private long capMissing(long cap, State s, long ticket) {
+		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - cap) : 0;
 	}
 
 	/** Nanoseconds from {@code now} until the head reaches {@code ticket}, as the state stands. */
@@ -963,11 +971,12 @@ public final class SharedTokenBucket implements RateLimiter {
 				return 0;
 			}
 			long now = now();
+			long cap = SharedTokenBucket.this.ceil;
 			State s = SharedTokenBucket.this.state;
-			if (missing(s, this.ticket, now) == 0) {
+			if (missing(cap, s, this.ticket, now) == 0) {
 				return 0;
 			}
-			if (capMissing(s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
+			if (capMissing(cap, s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
 				return AWAITING_RELEASE;
 			}
 			long wait = rateWait(s, this.ticket, now);
