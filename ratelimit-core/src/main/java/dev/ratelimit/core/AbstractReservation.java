@@ -230,6 +230,23 @@ public abstract class AbstractReservation implements Reservation {
 		return grantedPermit();
 	}
 
+	/**
+	 * Grants a claim that its limiter found covered when it was made: counted as granted without a
+	 * wait, as a call that found its tokens there.
+	 *
+	 * @return the permit
+	 * @throws IllegalStateException when the claim was cancelled or granted already
+	 */
+	protected final Permit grantAtOnce() {
+		if (!STATE.compareAndSet(this, PENDING, GRANTED) && !STATE.compareAndSet(this, READY, GRANTED)) {
+			throw new IllegalStateException("Reservation already " + (((int) STATE.getAcquire(this) == GRANTED)
+					? "granted" : "cancelled"));
+		}
+		this.waiting.decrementAndGet();
+		this.stats.recordGranted(0);
+		return grantedPermit();
+	}
+
 	@Override
 	public boolean cancel() {
 		for (;;) {

@@ -1,13 +1,13 @@
 package dev.ratelimit.core;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
@@ -26,6 +26,7 @@ import java.util.regex.Pattern;
  * HybridRateLimiter pacer = HybridRateLimiter.builder()
  *         .rate(12000, Duration.ofSeconds(1))
  *         .burstRatio(1.1)
+ *         .maxBacklog(Duration.ofSeconds(10))
  *         .build();
  * for (Request r : requests) {
  *     pacer.acquire(1, Duration.ofSeconds(1)).close();
@@ -35,49 +36,48 @@ import java.util.regex.Pattern;
  * }</pre>
  *
  * <h2>Design</h2>
- * Time is counted in <em>ticks</em>: one operation is {@code Q} ticks (fixed when the pacer is built),
- * and time earns ticks at {@code rate * Q / period} per nanosecond, computed exactly from an epoch in
- * 128-bit arithmetic ({@code due(t) = base + floor((t - start) * num / den)}), so no fraction of a
- * nanosecond per operation is ever truncated (nosqlbench truncates {@code 1e9 / rate} to whole
- * nanoseconds: at 7,000,000/s it runs 0.6 % fast). The pools:
+ * Units: with the rate reduced to {@code num / den} operations per nanosecond, a <em>tick</em> is
+ * {@code 1 / num} of a nanosecond of schedule, so that a nanosecond is {@code num} ticks and an
+ * operation {@code den} ticks, both whole. State, all under one private lock:
  * <ul>
- * <li><em>active</em>: ticks ready to be granted, at most {@code activeMax = max(1 ms, 2 operations)}
- * (or {@code limit} operations);</li>
- * <li><em>burst</em>: ticks recovered from the backlog, on top of the active pool, at most
- * {@code burstMax = activeMax * (burstRatio - 1)};</li>
- * <li><em>waiting</em>: schedule time that passed unclaimed, unbounded.</li>
+ * <li>the rovers {@code tail} (operations claimed) and {@code head} (operations made spendable, a whole
+ * count plus {@code headFrac} ticks of the next one), 64-bit counters compared only by difference: the
+ * <em>level</em> {@code head - tail} is the active pool (its bottom {@code activeMax} ticks) plus the
+ * burst pool (the rest), negative while callers wait (their tickets are tails, covered in order when the
+ * head reaches them);</li>
+ * <li>the waiting pool: {@code behind} (schedule time that may still be caught up, in nanoseconds plus
+ * sub-nanosecond ticks) and {@code lost} (schedule time beyond {@code maxBacklog}, reported but never
+ * caught up);</li>
+ * <li>{@code holes}: claims given back by waiters that others queue behind, as in the rover bucket.</li>
  * </ul>
- * Active and burst together are one spendable quantity, kept as two rovers like the rover bucket's:
- * {@code tail} (ticks claimed) and {@code head} (ticks made spendable); their difference is the level,
- * the bottom {@code activeMax} of it the active pool, the rest the burst pool. Invariants:
+ * Invariants:
  * <ul>
- * <li>P1. {@code head - tail <= activeMax + burstMax}.</li>
- * <li>P2. Ticks are conserved: every tick of due time goes to the level (paying waiters first) or to
- * the waiting pool, and the burst fill only moves ticks from waiting to the level. So a greedy caller
- * gets exactly the schedule, and catch-up never grants more than the schedule that passed.</li>
- * <li>P3. A fill of {@code d} new ticks first puts up to {@code activeMax - level} of them in the level,
- * the rest in waiting; then it moves {@code min(d, activeMax) / activeMax * burstMax} ticks (exact
- * integer arithmetic) from waiting to the level, within P1. Filling once per active pool's worth of
- * time therefore catches up at {@code burstRatio - 1} times the rate.</li>
- * <li>P5. A caller that takes from a full active pool first fills: the time that passed while the pool
- * was full belongs to the waiting pool, and must not refill the pool it is emptying. It is the only
- * clock read of a grant that finds operations ready, once per fill.</li>
- * <li>P4. Tickets are served in order, as in the rover bucket; a waiter that gives up takes its claim
- * back when it is the last one, and otherwise leaves its time to the waiting pool, so that nobody ahead
- * of it gains and the schedule loses nothing.</li>
+ * <li>P1. <b>The pools never hold more than their sizes</b>: the level is at most
+ * {@code cap = activeMax + burstMax}; whatever would lift it higher (time while full, a claim given
+ * back, a smaller limit or rate) goes to the waiting pool. ({@code HybridRateLimiterModelTests}).</li>
+ * <li>P2. <b>No time is created or lost</b>: a fill of {@code d} ticks of elapsed time puts
+ * {@code min(d, activeMax - level)} into the level (paying waiters first) and the rest into the waiting
+ * pool; then moves {@code min(waiting, d * (burstRatio - 1), cap - level)} from the waiting pool to
+ * the level (the fraction of a tick carried to the next fill, so catch-up does not depend on how often
+ * callers come). So a greedy caller gets exactly the schedule, and while behind at most
+ * {@code rate * burstRatio}. ({@code HybridRateLimiterModelTests}).</li>
+ * <li>P3. <b>Nothing saturates</b>: only differences are stored; the elapsed time of one fill is
+ * converted with saturation (a fill longer than the pools fills them and adds the rest to the waiting
+ * pool in nanoseconds, which hold 292 years), so the pacer keeps pacing for as long as a process runs at
+ * any rate from 0.001 per second to 10^9 per second. ({@code HybridRateLimiterTests}).</li>
+ * <li>P4. <b>Waiters in order</b>: tickets are covered in order; a waiter that gives up removes its
+ * claim (the tail moves back, or its claim becomes a hole that the callers behind it skip at once);
+ * blocked waiters are woken to look again. ({@code HybridRateLimiterModelTests}).</li>
+ * <li>P5. <b>Time never goes back</b>: a fill for an instant not after the last one does nothing.</li>
  * </ul>
- * Linearization points: a grant at its CAS (or {@code getAndAdd}) on {@code tail}. Fills, rate changes
- * and refunds that touch the waiting pool run under a private lock, held for a few arithmetic steps
- * and never around a wait; the grant path takes no lock, and a {@code tryAcquire} that finds the pools
- * short does not queue for the lock either: when another thread is filling, it leaves the filling to
- * that thread. Every rover is read and written with volatile
- * semantics.
+ * Linearization points: every operation at its critical section. The lock is held for a few arithmetic
+ * steps and never while a caller waits.
  *
  * <h2>Changing the rate</h2>
  * {@link #updateRate}, {@link #updateBurstRatio} and {@link #updateLimit} first fill under the old
- * settings. The pools keep their <em>operations</em> (a tick stays {@code 1/Q} of an operation), so
- * the backlog is kept as operations behind, and waiters keep their place; each pool is then capped at
- * its new size, the excess of the level going to the waiting pool, where it can still be recovered.
+ * settings. The pools keep their <em>operations</em> (the fraction of an operation is rescaled to the
+ * new ticks), the backlog keeps its schedule time, and waiters keep their place; the level is then
+ * capped at the new size (P1).
  *
  * <p>Memory consistency effects: as for {@link RateLimiter}.
  */
@@ -85,20 +85,13 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	private static final long NANOS_PER_MILLI = 1_000_000L;
 
-	private static final VarHandle TAIL;
+	/** Ticks beyond this are "more than any pool holds": products saturate here (P3). */
+	private static final long HUGE = 1L << 62;
 
-	private static final VarHandle HEAD;
+	/** The largest pool, in ticks: sizes beyond it are rejected so that every sum stays exact. */
+	static final long MAX_CAP = 1L << 60;
 
-	static {
-		try {
-			MethodHandles.Lookup lookup = MethodHandles.lookup();
-			TAIL = lookup.findVarHandle(HybridRateLimiter.class, "tail", long.class);
-			HEAD = lookup.findVarHandle(HybridRateLimiter.class, "head", long.class);
-		}
-		catch (ReflectiveOperationException ex) {
-			throw new ExceptionInInitializerError(ex);
-		}
-	}
+	private static final long[] NO_HOLES = new long[0];
 
 	private static final Pattern SPEC = Pattern
 		.compile("\\s*([0-9]+(?:\\.[0-9]+)?)\\s*([kKmMgG]?)\\s*(?:,\\s*([0-9]+(?:\\.[0-9]+)?)\\s*)?");
@@ -112,44 +105,49 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	private final StatsRecorder stats;
 
-	/** Ticks per operation. */
-	private final long q;
-
 	private final AtomicInteger waitingCallers = new AtomicInteger();
 
-	/** Guards fills, rate changes and refunds to the waiting pool; never held while a caller waits. */
-	private final ReentrantLock lock = new ReentrantLock();
+	private final Set<Claim> sleepers = ConcurrentHashMap.newKeySet();
 
+	private final Object lock = new Object();
+
+	// ---- guarded by lock -------------------------------------------------------------------------------
+
+	/** Written under the lock; volatile for the argument checks outside it. */
 	private volatile Settings settings;
 
-	/** Ticks credited from the clock so far; written under {@code lock}. */
-	private volatile long credited;
+	private long tail;
 
-	/** The waiting pool, in ticks; written under {@code lock}, read racily by views. */
-	private volatile long waitingPool;
+	private long head;
 
-	@SuppressWarnings("unused")
-	private volatile long tail;
+	/** Ticks of the operation after {@code head}: {@code 0 <= headFrac < den}. */
+	private long headFrac;
 
-	@SuppressWarnings("unused")
-	private volatile long head;
+	/** The waiting pool that may still be caught up: whole nanoseconds ... */
+	private long behindNanos;
+
+	/** ... plus ticks, {@code 0 <= behindTicks < num}. */
+	private long behindTicks;
+
+	/** Schedule time beyond {@code maxBacklog}: reported, never caught up. */
+	private long lostNanos;
+
+	/** The fraction of a burst tick earned by the last fill, in units of {@code 1 / ratioDen} tick. */
+	private long burstCarry;
+
+	private long lastFill;
+
+	private long[] holes = NO_HOLES;
 
 	private HybridRateLimiter(Builder builder) {
-		long periodNanos = Arithmetic.periodNanos(builder.period, "period");
-		checkRate(builder.operations);
-		checkBurstRatio(builder.burstRatio);
-		if (builder.limit != null && builder.limit < 1) {
-			throw new IllegalArgumentException("limit must be >= 1 operation, was " + builder.limit);
-		}
 		this.name = builder.name;
 		this.clock = builder.clock;
 		this.stats = builder.stats;
-		this.q = periodNanos / Arithmetic.gcd(builder.operations, periodNanos);
-		long now = this.clock.getAsLong();
-		Settings s = new Settings(now, 0, builder.operations, builder.period, periodNanos, builder.burstRatio,
-				builder.limit, this.q);
+		Settings s = new Settings(Rate.of(builder.operations, builder.period), builder.burstRatio, builder.limit,
+				maxBacklogNanos(builder.maxBacklog));
 		this.settings = s;
-		this.head = s.activeMax;
+		this.lastFill = this.clock.getAsLong();
+		addHead(s.activeMax); // starts with the active pool full
 	}
 
 	/**
@@ -189,6 +187,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			throw new IllegalArgumentException(
 					"Invalid rate spec \"" + spec + "\": the burst ratio must be >= 1.0; expected " + SPEC_FORM);
 		}
+		// kept as written: 0.5 per second is 5 per 10 seconds
 		int scale = Math.max(rate.scale(), 0);
 		BigInteger operations = rate.movePointRight(scale).toBigIntegerExact();
 		if (scale > 9 || operations.bitLength() > 62) {
@@ -208,48 +207,32 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	@Override
 	public boolean tryAcquire(long n) {
-		long cost = cost(n);
+		checkOperations(n);
 		if (n == 0) {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		boolean filled = false;
-		for (;;) {
-			long t = (long) TAIL.getVolatile(this);
-			long h = (long) HEAD.getVolatile(this);
-			if (h - t >= cost) {
-				if (!filled && h - t >= this.settings.activeMax) {
-					tryFill(this.clock.getAsLong()); // P5
-					filled = true;
-					continue;
-				}
-				if (TAIL.compareAndSet(this, t, t + cost)) {
-					this.stats.recordGranted(0);
-					return true;
-				}
-			}
-			else if (!filled) {
-				long now = this.clock.getAsLong();
-				if (fillCannotCover(now, cost - (h - t))) {
-					// not enough time has passed to cover the call: leave the time for a later fill
-					// (fills are linear in the time they move, so a later one moves the same)
-					this.stats.recordRejected();
-					return false;
-				}
-				tryFill(now);
-				filled = true;
-			}
-			else {
-				this.stats.recordRejected();
-				return false;
+		boolean granted;
+		synchronized (this.lock) {
+			fill(this.clock.getAsLong());
+			granted = this.holes.length == 0 && level() >= ticks(n);
+			if (granted) {
+				this.tail += n;
 			}
 		}
+		if (granted) {
+			this.stats.recordGranted(0);
+		}
+		else {
+			this.stats.recordRejected();
+		}
+		return granted;
 	}
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
-		long budget = AbstractReservation.budgetNanos(maxWait);
-		long cost = cost(n);
+		AbstractReservation.budgetNanos(maxWait);
+		checkOperations(n);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " operations" + of());
 		}
@@ -257,80 +240,74 @@ public final class HybridRateLimiter implements RateLimiter {
 			this.stats.recordGranted(0);
 			return Permit.noop();
 		}
-		long ticket = claim(n, cost, budget);
-		if (ticket - (long) HEAD.getVolatile(this) <= 0) {
-			this.stats.recordGranted(0);
-			return Permit.noop();
-		}
-		return new Claim(ticket, n, cost, maxWait, this.clock.getAsLong()).await();
+		Claim claim = claim(n, maxWait);
+		return (claim.coveredAtOnce) ? claim.grantNow() : claim.await();
 	}
 
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
-		long budget = AbstractReservation.budgetNanos(maxWait);
-		long cost = cost(n);
-		long ticket = (n == 0) ? (long) HEAD.getVolatile(this) : claim(n, cost, budget);
-		return new Claim(ticket, n, cost, maxWait, this.clock.getAsLong());
+		return claim(n, maxWait);
 	}
 
-	private long claim(long n, long cost, long budget) {
-		long level = (long) HEAD.getVolatile(this) - (long) TAIL.getVolatile(this);
-		if (level >= this.settings.activeMax || level < cost) {
-			fill(this.clock.getAsLong()); // P5, and: time before a claim that must wait does not pay for it
+	private Claim claim(long n, Duration maxWait) {
+		long budget = AbstractReservation.budgetNanos(maxWait);
+		checkOperations(n);
+		long wait;
+		synchronized (this.lock) {
+			long now = this.clock.getAsLong();
+			fill(now);
+			long now2 = this.lastFill;
+			if (n == 0) {
+				return new Claim(this.tail, 0, maxWait, now2);
+			}
+			if (level() - ticks(n) < -(HUGE / 2)) {
+				throw new IllegalArgumentException("n (" + n + ") would put more than " + (HUGE / 2)
+						+ " ticks of operations in line" + of());
+			}
+			this.tail += n;
+			long ticket = this.tail;
+			wait = waitNanos(ticket);
+			if (wait <= budget) {
+				Claim claim = new Claim(ticket, n, maxWait, now2);
+				claim.coveredAtOnce = (wait == 0);
+				if (wait > 0) {
+					this.sleepers.add(claim);
+				}
+				return claim;
+			}
+			giveBackLocked(ticket, n);
 		}
-		long ticket = (long) TAIL.getAndAdd(this, cost) + cost;
-		if (ticket - (long) HEAD.getVolatile(this) <= 0) {
-			return ticket;
-		}
-		long now = this.clock.getAsLong();
-		fill(now);
-		long missing = ticket - (long) HEAD.getVolatile(this);
-		if (missing <= 0) {
-			return ticket;
-		}
-		long wait = nanosUntil(missing, now);
-		if (wait > budget) {
-			giveBack(ticket, cost);
-			this.stats.recordRejected();
-			throw new RateLimitExceededException(this.name, n, Duration.ofNanos(wait));
-		}
-		return ticket;
+		this.stats.recordRejected();
+		throw new RateLimitExceededException(this.name, n, Duration.ofNanos(wait));
 	}
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		fill(this.clock.getAsLong());
-		Settings s;
-		long t;
-		long h;
-		long w;
-		this.lock.lock();
-		try {
-			s = this.settings;
-			t = (long) TAIL.getVolatile(this);
-			h = (long) HEAD.getVolatile(this);
-			w = this.waitingPool;
+		synchronized (this.lock) {
+			fill(this.clock.getAsLong());
+			Settings s = this.settings;
+			long credit = credit(this.tail + 1);
+			double level = opsOf(level()) + credit;
+			double active = Math.min(Math.max(level, 0), opsOf(s.activeMax));
+			double burst = Math.max(level - opsOf(s.activeMax), 0);
+			RateLimiterSnapshot.Pools pools = new RateLimiterSnapshot.Pools(active, burst, waitingOperations());
+			return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), opsOf(s.activeMax), false,
+					Math.max(level, 0), Math.max(-level, 0), this.waitingCallers.get(), 0, this.stats.granted(),
+					this.stats.rejected(), pools, behindLocked());
 		}
-		finally {
-			this.lock.unlock();
-		}
-		long level = h - t;
-		long active = Math.min(Math.max(level, 0), s.activeMax);
-		long burst = Math.max(level - s.activeMax, 0);
-		RateLimiterSnapshot.Pools pools = new RateLimiterSnapshot.Pools(ops(active), ops(burst), ops(w));
-		return new RateLimiterSnapshot(s.operations, s.period, ops(s.activeMax), false, ops(Math.max(level, 0)),
-				ops(Math.max(-level, 0)), this.waitingCallers.get(), 0, this.stats.granted(), this.stats.rejected(),
-				pools, Duration.ofNanos(s.nanosOf(w)));
 	}
 
 	/**
-	 * How far callers are behind the schedule: the waiting pool as time, as of now.
+	 * How far callers are behind the schedule: the whole waiting pool as time, as of now, including the
+	 * part beyond {@code maxBacklog} that will not be caught up.
 	 *
 	 * @return the time behind schedule, {@link Duration#ZERO} when on schedule
 	 */
 	public Duration behindSchedule() {
-		fill(this.clock.getAsLong());
-		return Duration.ofNanos(this.settings.nanosOf(this.waitingPool));
+		synchronized (this.lock) {
+			fill(this.clock.getAsLong());
+			return behindLocked();
+		}
 	}
 
 	/**
@@ -339,15 +316,26 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * @return the ratio, {@code >= 1.0}
 	 */
 	public double burstRatio() {
-		return this.settings.burstRatio;
+		synchronized (this.lock) {
+			return this.settings.burstRatio;
+		}
+	}
+
+	/**
+	 * The most operations one call may ask for: what the active and burst pools hold together.
+	 *
+	 * @return the largest {@code n}
+	 */
+	public long maxOperations() {
+		synchronized (this.lock) {
+			return this.settings.maxOperations();
+		}
 	}
 
 	@Override
 	public void updateRate(long operations, Duration period) {
-		long periodNanos = Arithmetic.periodNanos(period, "period");
-		checkRate(operations);
-		reconfigure((now, old, due) -> new Settings(now, due, operations, period, periodNanos, old.burstRatio,
-				old.limit, this.q));
+		Rate rate = Rate.of(operations, period);
+		reconfigure(old -> new Settings(rate, old.burstRatio, old.limit, old.maxBacklog));
 	}
 
 	/**
@@ -356,184 +344,313 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * @param burstRatio the new ratio, {@code >= 1.0}
 	 */
 	public void updateBurstRatio(double burstRatio) {
-		checkBurstRatio(burstRatio);
-		reconfigure((now, old, due) -> new Settings(now, due, old.operations, old.period, old.periodNanos,
-				burstRatio, old.limit, this.q));
+		reconfigure(old -> new Settings(old.rate, burstRatio, old.limit, old.maxBacklog));
 	}
 
 	@Override
 	public void updateLimit(long limit) {
-		if (limit < 1) {
-			throw new IllegalArgumentException("limit must be >= 1 operation, was " + limit);
-		}
-		reconfigure((now, old, due) -> new Settings(now, due, old.operations, old.period, old.periodNanos,
-				old.burstRatio, limit, this.q));
+		reconfigure(old -> new Settings(old.rate, old.burstRatio, limit, old.maxBacklog));
 	}
 
 	@Override
 	public String toString() {
-		Settings s = this.settings;
-		return "HybridRateLimiter" + of() + "[rate=" + s.operations + "/" + s.period + ", burstRatio="
-				+ s.burstRatio + "]";
+		synchronized (this.lock) {
+			Settings s = this.settings;
+			return "HybridRateLimiter" + of() + "[rate=" + s.rate + ", burstRatio=" + s.burstRatio + "]";
+		}
 	}
 
 	// ---- internals ------------------------------------------------------------------------------------
 
-	@FunctionalInterface
-	private interface Change {
-
-		Settings apply(long now, Settings old, long due);
-	}
-
-	private void reconfigure(Change change) {
-		long now = this.clock.getAsLong();
-		this.lock.lock();
-		try {
-			fillLocked(now);
+	private void reconfigure(java.util.function.UnaryOperator<Settings> change) {
+		synchronized (this.lock) {
+			fill(this.clock.getAsLong());
 			Settings old = this.settings;
-			Settings next = change.apply(now, old, this.credited);
-			this.settings = next;
-			long cap = next.activeMax + next.burstMax;
-			for (;;) {
-				long h = (long) HEAD.getVolatile(this);
-				long excess = h - ((long) TAIL.getVolatile(this) + cap);
-				if (excess <= 0) {
-					break;
-				}
-				if (HEAD.compareAndSet(this, h, h - excess)) {
-					this.waitingPool = saturatedAdd(this.waitingPool, excess);
-					break;
-				}
+			Settings s = change.apply(old); // validates
+			if (s.rate.denominator() != old.rate.denominator()) {
+				this.headFrac = Arithmetic.mulDiv(this.headFrac, s.rate.denominator(), old.rate.denominator());
 			}
+			if (!s.rate.equals(old.rate)) {
+				rescaleBacklog(old.rate, s.rate);
+			}
+			this.settings = s;
+			this.burstCarry = 0;
+			capLevel();
+			capBacklog();
 		}
-		finally {
-			this.lock.unlock();
-		}
+		wakeAll();
 	}
 
-	/** Moves the schedule time that passed up to {@code now} into the pools (P2, P3). */
+	/**
+	 * A new rate keeps the backlog in operations (a caller 1,000 operations behind stays 1,000
+	 * operations behind), so its time scales by {@code old rate / new rate}.
+	 */
+	private void rescaleBacklog(Rate from, Rate to) {
+		BigInteger scale = BigInteger.valueOf(from.numerator()).multiply(BigInteger.valueOf(to.denominator()));
+		BigInteger unit = BigInteger.valueOf(from.denominator()).multiply(BigInteger.valueOf(to.numerator()));
+		// behind, as ticks of the old rate, is (behindNanos * num + behindTicks) / num nanoseconds
+		BigInteger oldNum = BigInteger.valueOf(from.numerator());
+		BigInteger behind = BigInteger.valueOf(this.behindNanos).multiply(oldNum).add(BigInteger.valueOf(this.behindTicks));
+		// new nanoseconds = old nanoseconds * scale / unit; in new ticks: * to.numerator()
+		BigInteger newTicks = behind.multiply(scale).multiply(BigInteger.valueOf(to.numerator()))
+			.divide(unit.multiply(oldNum));
+		BigInteger[] nsAndTicks = newTicks.divideAndRemainder(BigInteger.valueOf(to.numerator()));
+		this.behindNanos = clampToLong(nsAndTicks[0]);
+		this.behindTicks = (this.behindNanos == Long.MAX_VALUE) ? 0 : nsAndTicks[1].longValueExact();
+		this.lostNanos = clampToLong(BigInteger.valueOf(this.lostNanos).multiply(scale).divide(unit));
+	}
+
+	private static long clampToLong(BigInteger value) {
+		return (value.bitLength() <= 63) ? value.longValue() : Long.MAX_VALUE;
+	}
+
+	/** P2, P3, P5: moves the schedule time up to {@code now} into the pools. */
 	private void fill(long now) {
-		this.lock.lock();
-		try {
-			fillLocked(now);
+		long elapsed = now - this.lastFill;
+		if (elapsed <= 0) {
+			return;
 		}
-		finally {
-			this.lock.unlock();
+		this.lastFill = now;
+		Settings s = this.settings;
+		long d = saturatedProduct(elapsed, s.rate.numerator());
+		long level = effectiveLevel();
+		long toActive = Math.max(0, Math.min(d, saturatedDifference(s.activeMax, level)));
+		addHead(toActive);
+		// the rest of the time goes to the waiting pool: elapsed ns minus toActive ticks
+		addBehind(elapsed - toActive / s.rate.numerator(), -(toActive % s.rate.numerator()));
+		if (s.ratioNum != s.ratioDen) {
+			catchUp(s, d);
 		}
+		capBacklog();
+		if (this.holes.length != 0) {
+			foldReached();
+		}
+	}
+
+	/** P2: moves up to {@code d * (burstRatio - 1)} ticks from the waiting pool to the level. */
+	private void catchUp(Settings s, long d) {
+		long allowance;
+		long extra = s.ratioNum - s.ratioDen;
+		long scaled = saturatedProduct(d, extra);
+		if (scaled < HUGE && scaled + this.burstCarry >= 0 && scaled + this.burstCarry < HUGE) {
+			scaled += this.burstCarry;
+			allowance = scaled / s.ratioDen;
+			this.burstCarry = scaled % s.ratioDen;
+		}
+		else {
+			allowance = HUGE;
+			this.burstCarry = 0;
+		}
+		long room = Math.max(0, saturatedDifference(s.cap, effectiveLevel()));
+		long move = Math.min(Math.min(allowance, room), behindAsTicks(s));
+		if (move < allowance) {
+			this.burstCarry = 0; // only a fraction of a tick the pools could have taken is carried
+		}
+		if (move <= 0) {
+			return;
+		}
+		addHead(move);
+		addBehind(-(move / s.rate.numerator()), -(move % s.rate.numerator()));
+	}
+
+	/** P1: what lifts the level above {@code cap} goes to the waiting pool. */
+	private void capLevel() {
+		Settings s = this.settings;
+		long excess = level() - s.cap;
+		if (excess > 0) {
+			addHead(-excess);
+			addBehind(excess / s.rate.numerator(), excess % s.rate.numerator());
+			capBacklog();
+		}
+	}
+
+	/** Schedule time beyond {@code maxBacklog} is kept for the record only. */
+	private void capBacklog() {
+		long max = this.settings.maxBacklog;
+		if (this.behindNanos > max || (this.behindNanos == max && this.behindTicks > 0)) {
+			this.lostNanos = saturatedSum(this.lostNanos, this.behindNanos - max);
+			this.behindNanos = max;
+			this.behindTicks = 0;
+		}
+	}
+
+	/** Adds {@code ticks} (possibly negative) to the head, carrying whole operations. */
+	private void addHead(long ticks) {
+		long den = this.settings.rate.denominator();
+		long frac = this.headFrac + (ticks % den);
+		long ops = ticks / den;
+		if (frac >= den) {
+			frac -= den;
+			ops++;
+		}
+		else if (frac < 0) {
+			frac += den;
+			ops--;
+		}
+		this.headFrac = frac;
+		this.head += ops;
+	}
+
+	/** Adds {@code nanos} plus {@code ticks} ({@code |ticks| < num}) to the catch-up part of the waiting pool. */
+	private void addBehind(long nanos, long ticks) {
+		long num = this.settings.rate.numerator();
+		long t = this.behindTicks + ticks;
+		long ns = nanos;
+		if (t >= num) {
+			t -= num;
+			ns++;
+		}
+		else if (t < 0) {
+			t += num;
+			ns--;
+		}
+		this.behindTicks = t;
+		this.behindNanos = saturatedSum(this.behindNanos, ns);
+	}
+
+	/** The catch-up part of the waiting pool in ticks, saturated at {@link #HUGE}. */
+	private long behindAsTicks(Settings s) {
+		long ticks = saturatedProduct(this.behindNanos, s.rate.numerator());
+		return (ticks >= HUGE) ? HUGE : ticks + this.behindTicks;
+	}
+
+	/** {@code head - tail} in ticks, saturated at {@code -HUGE} for very long queues. */
+	private long level() {
+		long ops = this.head - this.tail;
+		long den = this.settings.rate.denominator();
+		if (ops < -(HUGE / den)) {
+			return -HUGE;
+		}
+		return ops * den + this.headFrac;
 	}
 
 	/**
-	 * A fill for a caller that will not wait: when another thread is filling, that thread moves the
-	 * time in, and this one does not queue behind it.
+	 * The level net of the claims given back (holes): what the pools hold for the callers that are
+	 * really in line. Folding a hole leaves it unchanged, so every pool rule uses it.
 	 */
-	private void tryFill(long now) {
-		if (this.lock.tryLock()) {
-			try {
-				fillLocked(now);
-			}
-			finally {
-				this.lock.unlock();
-			}
+	private long effectiveLevel() {
+		long level = level();
+		if (this.holes.length == 0 || level <= -HUGE) {
+			return level;
 		}
+		return level + credit(this.tail + 1) * this.settings.rate.denominator();
 	}
 
-	private void fillLocked(long now) {
-		Settings s = this.settings;
-		long due = s.due(now);
-		long add = due - this.credited;
-		if (add <= 0) {
-			return;
-		}
-		this.credited = due;
-		long level = (long) HEAD.getVolatile(this) - (long) TAIL.getVolatile(this);
-		long toLevel = Math.min(add, Math.max(s.activeMax - level, 0));
-		long waiting = saturatedAdd(this.waitingPool, add - toLevel);
-		long burstFill = 0;
-		if (s.burstMax > 0 && waiting > 0) {
-			long allowed = Arithmetic.mulDiv(Math.min(add, s.activeMax), s.burstMax, s.activeMax);
-			long room = s.activeMax + s.burstMax - (level + toLevel);
-			burstFill = Math.max(0, Math.min(Math.min(allowed, waiting), room));
-			waiting -= burstFill;
-		}
-		this.waitingPool = waiting;
-		HEAD.getAndAdd(this, toLevel + burstFill);
+	private long ticks(long operations) {
+		return operations * this.settings.rate.denominator(); // operations <= maxOperations(): no overflow
+	}
+
+	private double opsOf(long ticks) {
+		return (double) ticks / this.settings.rate.denominator();
+	}
+
+	private double waitingOperations() {
+		Rate rate = this.settings.rate;
+		double nanos = (double) this.behindNanos + (double) this.lostNanos
+				+ (double) this.behindTicks / rate.numerator();
+		return nanos * rate.numerator() / rate.denominator();
+	}
+
+	private Duration behindLocked() {
+		return Duration.ofNanos(saturatedSum(this.behindNanos, this.lostNanos));
 	}
 
 	/**
-	 * Whether a fill now would leave the level short of {@code missing} ticks however it is split:
-	 * the new time plus the most the burst refill could move from the waiting pool.
+	 * Nanoseconds from the last fill until the head covers {@code ticket}: the smallest {@code w} with
+	 * {@code w * num + min(behind, floor(w * num * (burstRatio - 1))) >= missing} (P2 is linear in the
+	 * time it moves, so this is the wait whatever fills happen meanwhile); 0 when covered.
 	 */
-	private boolean fillCannotCover(long now, long missing) {
+	private long waitNanos(long ticket) {
 		Settings s = this.settings;
-		long add = s.due(now) - this.credited;
-		if (add <= 0) {
-			return true;
+		long effective = ticket - credit(ticket);
+		long missingOps = effective - this.head;
+		if (missingOps <= 0) {
+			return 0;
 		}
-		long burst = (s.burstMax > 0 && this.waitingPool > 0)
-				? Arithmetic.mulDiv(Math.min(add, s.activeMax), s.burstMax, s.activeMax) : 0;
-		return add + burst < missing;
+		BigInteger missing = BigInteger.valueOf(missingOps).multiply(BigInteger.valueOf(s.rate.denominator()))
+			.subtract(BigInteger.valueOf(this.headFrac));
+		BigInteger num = BigInteger.valueOf(s.rate.numerator());
+		BigInteger withoutBurst = ceilDiv(missing.subtract(BigInteger.valueOf(behindAsTicks(s))).max(BigInteger.ZERO), num);
+		BigInteger wait = ceilDiv(missing, num);
+		if (s.ratioNum != s.ratioDen) {
+			BigInteger atBurst = ceilDiv(missing.multiply(BigInteger.valueOf(s.ratioDen)),
+					num.multiply(BigInteger.valueOf(s.ratioNum)));
+			wait = atBurst.max(withoutBurst);
+		}
+		return (wait.bitLength() <= 63) ? Math.max(1, wait.longValue()) : Long.MAX_VALUE;
 	}
 
-	/** P4: gives a claim back without letting anyone ahead of it gain. */
-	private void giveBack(long ticket, long cost) {
-		if (TAIL.compareAndSet(this, ticket, ticket - cost)) {
-			return;
-		}
-		this.lock.lock();
-		try {
-			Settings s = this.settings;
-			long h = (long) HEAD.getVolatile(this);
-			if (ticket - h <= 0) {
-				long room = (long) TAIL.getVolatile(this) + s.activeMax + s.burstMax - h;
-				long back = Math.max(0, Math.min(cost, room));
-				HEAD.getAndAdd(this, back);
-				this.waitingPool = saturatedAdd(this.waitingPool, cost - back);
+	private static BigInteger ceilDiv(BigInteger x, BigInteger y) {
+		BigInteger[] qr = x.divideAndRemainder(y);
+		return (qr[1].signum() > 0) ? qr[0].add(BigInteger.ONE) : qr[0];
+	}
+
+	/** P4: gives a claim back; the tail moves back when it is the last, otherwise it becomes a hole. */
+	private void giveBackLocked(long ticket, long n) {
+		if (this.tail == ticket) {
+			this.tail -= n;
+			int keep = this.holes.length;
+			while (keep > 0 && this.holes[keep - 2] == this.tail) {
+				this.tail -= this.holes[keep - 1];
+				keep -= 2;
 			}
-			else {
-				this.waitingPool = saturatedAdd(this.waitingPool, cost);
+			if (keep != this.holes.length) {
+				this.holes = Arrays.copyOf(this.holes, keep);
 			}
 		}
-		finally {
-			this.lock.unlock();
+		else {
+			int at = 0;
+			while (at < this.holes.length && this.holes[at] - ticket < 0) {
+				at += 2;
+			}
+			long[] next = new long[this.holes.length + 2];
+			System.arraycopy(this.holes, 0, next, 0, at);
+			next[at] = ticket;
+			next[at + 1] = n;
+			System.arraycopy(this.holes, at, next, at + 2, this.holes.length - at);
+			this.holes = next;
+		}
+		foldReached();
+		capLevel();
+		capBacklog();
+	}
+
+	/** P4: holes the head reached (every claim ahead covered) give their operations to the level. */
+	private void foldReached() {
+		int from = 0;
+		while (from < this.holes.length && this.holes[from] - this.holes[from + 1] - this.head <= 0) {
+			this.head += this.holes[from + 1];
+			from += 2;
+		}
+		if (from != 0) {
+			this.holes = Arrays.copyOfRange(this.holes, from, this.holes.length);
+			capLevel();
 		}
 	}
 
-	private long nanosUntil(long missing, long now) {
-		long at = this.settings.instantOf(this.credited + missing);
-		return Math.max(at - now, 1);
+	private long credit(long ticket) {
+		long credit = 0;
+		for (int i = 0; i < this.holes.length && this.holes[i] - ticket < 0; i += 2) {
+			credit += this.holes[i + 1];
+		}
+		return credit;
 	}
 
-	private long cost(long n) {
+	private void wakeAll() {
+		for (Claim claim : this.sleepers) {
+			claim.wakeUp();
+		}
+	}
+
+	private void checkOperations(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0, was " + n);
+			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
 		}
-		Settings s = this.settings;
-		long largest = (s.activeMax + s.burstMax) / this.q;
-		if (n > largest) {
-			throw new IllegalArgumentException("n must be at most " + largest + " operations for pacer" + of()
-					+ " (its active and burst pools hold no more), was " + n);
-		}
-		return n * this.q;
-	}
-
-	private double ops(long ticks) {
-		return (double) ticks / this.q;
-	}
-
-	private static long saturatedAdd(long a, long b) {
-		long r = a + b;
-		return (((a ^ r) & (b ^ r)) < 0) ? Long.MAX_VALUE : r;
-	}
-
-	private static void checkRate(long operations) {
-		if (operations <= 0) {
-			throw new IllegalArgumentException("rate must be > 0 operations per period, was " + operations);
-		}
-	}
-
-	private static void checkBurstRatio(double burstRatio) {
-		if (!(burstRatio >= 1.0) || Double.isInfinite(burstRatio)) {
-			throw new IllegalArgumentException("burstRatio must be >= 1.0, was " + burstRatio);
+		long max = this.settings.maxOperations();
+		if (n > max) {
+			throw new IllegalArgumentException("n must be at most " + max + " operations (what the active and"
+					+ " burst pools of" + ((this.name != null) ? " '" + this.name + "'" : " the pacer")
+					+ " hold together), was " + n);
 		}
 	}
 
@@ -541,106 +658,164 @@ public final class HybridRateLimiter implements RateLimiter {
 		return (this.name != null) ? " '" + this.name + "'" : "";
 	}
 
-	/** The rate, the pool sizes, and the epoch that turns time into ticks. */
+	private static long maxBacklogNanos(Duration maxBacklog) {
+		if (maxBacklog == null) {
+			return Long.MAX_VALUE;
+		}
+		if (maxBacklog.isNegative()) {
+			throw new IllegalArgumentException("maxBacklog must be a non-negative duration, was " + maxBacklog);
+		}
+		return AbstractReservation.saturatedNanos(maxBacklog);
+	}
+
+	private static long saturatedProduct(long a, long b) {
+		long hi = Math.multiplyHigh(a, b);
+		long lo = a * b;
+		return (hi != 0 || lo < 0 || lo > HUGE) ? HUGE : lo;
+	}
+
+	private static long saturatedDifference(long a, long b) {
+		long d = a - b;
+		return (b < 0 && d < 0) || d > HUGE ? HUGE : d;
+	}
+
+	private static long saturatedSum(long a, long b) {
+		long s = a + b;
+		return (((a ^ s) & (b ^ s)) < 0) ? ((a < 0) ? Long.MIN_VALUE : Long.MAX_VALUE) : s;
+	}
+
+	/** The settings in force: immutable, validated, replaced as a whole. */
 	private static final class Settings {
 
-		final long start;
-
-		final long base;
-
-		final long operations;
-
-		final Duration period;
-
-		final long periodNanos;
+		final Rate rate;
 
 		final double burstRatio;
 
+		/** burstRatio as an exact fraction. */
+		final long ratioNum;
+
+		final long ratioDen;
+
 		final Long limit;
 
-		/** Ticks per nanosecond = num / den. */
-		final long num;
+		final long maxBacklog;
 
-		final long den;
-
+		/** Ticks. */
 		final long activeMax;
 
-		final long burstMax;
+		final long cap;
 
-		Settings(long start, long base, long operations, Duration period, long periodNanos, double burstRatio,
-				Long limit, long q) {
-			this.start = start;
-			this.base = base;
-			this.operations = operations;
-			this.period = period;
-			this.periodNanos = periodNanos;
+		Settings(Rate rate, double burstRatio, Long limit, long maxBacklog) {
+			if (!(burstRatio >= 1.0) || Double.isInfinite(burstRatio)) {
+				throw new IllegalArgumentException("burstRatio must be >= 1.0, was " + burstRatio);
+			}
+			if (limit != null && limit < 1) {
+				throw new IllegalArgumentException("limit must be >= 1 operation, was " + limit);
+			}
+			this.rate = rate;
 			this.burstRatio = burstRatio;
 			this.limit = limit;
-			// ticks per ns = operations * q / periodNanos, reduced
-			long g1 = Arithmetic.gcd(q, periodNanos);
-			long g2 = Arithmetic.gcd(operations, periodNanos / g1);
-			try {
-				this.num = Math.multiplyExact(operations / g2, q / g1);
+			this.maxBacklog = maxBacklog;
+			BigDecimal exact = new BigDecimal(Double.toString(burstRatio)).stripTrailingZeros();
+			BigInteger[] fraction = fraction(exact);
+			long den = rate.denominator();
+			if (den > MAX_CAP / 2) {
+				throw new IllegalArgumentException("rate must be at least one operation per "
+						+ Duration.ofNanos(MAX_CAP / 2) + " for the pacer, was " + rate);
 			}
-			catch (ArithmeticException ex) {
-				throw new IllegalArgumentException("rate " + operations + " per " + period
-						+ " cannot be expressed exactly in this pacer's units; choose a simpler fraction", ex);
+			BigInteger maxOps = BigInteger.valueOf(MAX_CAP / den);
+			BigInteger active;
+			if (limit != null) {
+				active = BigInteger.valueOf(limit).multiply(BigInteger.valueOf(den));
 			}
-			this.den = periodNanos / g1 / g2;
-			long oneMilli = Arithmetic.mulDiv(NANOS_PER_MILLI, this.num, this.den);
-			this.activeMax = (limit != null) ? Math.multiplyExact(limit, q) : Math.max(oneMilli, 2 * q);
-			this.burstMax = Math.round(this.activeMax * (burstRatio - 1.0));
+			else {
+				active = BigInteger.valueOf(NANOS_PER_MILLI).multiply(BigInteger.valueOf(rate.numerator()))
+					.max(BigInteger.valueOf(2).multiply(BigInteger.valueOf(den)));
+			}
+			if (active.compareTo(BigInteger.valueOf(MAX_CAP)) > 0) {
+				throw new IllegalArgumentException("limit must be at most " + maxOps + " operations at " + rate
+						+ ", was " + ((limit != null) ? limit : "the default"));
+			}
+			BigInteger capTicks = active.multiply(fraction[0]).divide(fraction[1]);
+			if (fraction[0].bitLength() > 62 || fraction[1].bitLength() > 62
+					|| capTicks.compareTo(BigInteger.valueOf(MAX_CAP)) > 0) {
+				BigInteger largest = new BigDecimal(BigInteger.valueOf(MAX_CAP))
+					.divide(new BigDecimal(active), 6, java.math.RoundingMode.FLOOR)
+					.toBigInteger();
+				throw new IllegalArgumentException("burstRatio must be at most " + largest + " with an active pool of "
+						+ active.divide(BigInteger.valueOf(den)) + " operations, was " + burstRatio);
+			}
+			this.ratioNum = fraction[0].longValueExact();
+			this.ratioDen = fraction[1].longValueExact();
+			this.activeMax = active.longValueExact();
+			this.cap = capTicks.longValueExact();
+			if (this.cap < den) {
+				throw new IllegalArgumentException("the pools of " + rate + " hold less than one operation");
+			}
 		}
 
-		long due(long now) {
-			long elapsed = now - this.start;
-			return (elapsed <= 0) ? this.base : this.base + Arithmetic.mulDiv(elapsed, this.num, this.den);
+		long maxOperations() {
+			return this.cap / this.rate.denominator();
 		}
 
-		long instantOf(long target) {
-			long need = target - this.base;
-			return (need <= 0) ? this.start : this.start + Arithmetic.mulDivCeil(need, this.den, this.num);
-		}
-
-		long nanosOf(long ticks) {
-			return Arithmetic.mulDiv(ticks, this.den, this.num);
+		private static BigInteger[] fraction(BigDecimal value) {
+			int scale = Math.max(value.scale(), 0);
+			BigInteger num = value.movePointRight(scale).toBigIntegerExact();
+			BigInteger den = BigInteger.TEN.pow(scale);
+			BigInteger g = num.gcd(den);
+			return new BigInteger[] { num.divide(g), den.divide(g) };
 		}
 	}
 
-	/** A waiting caller's claim on the schedule. */
+	/** A caller's claim: its ticket, polled until covered (P4). */
 	private final class Claim extends AbstractReservation {
 
 		private final long ticket;
 
-		private final long cost;
+		/** Covered when it was made (set under the lock before the claim is published). */
+		boolean coveredAtOnce;
 
-		Claim(long ticket, long n, long cost, Duration maxWait, long now) {
+		Claim(long ticket, long n, Duration maxWait, long now) {
 			super(HybridRateLimiter.this.name, n, maxWait, HybridRateLimiter.this.clock, now,
 					HybridRateLimiter.this.stats, HybridRateLimiter.this.waitingCallers);
 			this.ticket = ticket;
-			this.cost = cost;
 		}
 
 		@Override
 		protected long delayNanos(long nowNanos) {
-			if (this.ticket - (long) HEAD.getVolatile(HybridRateLimiter.this) <= 0) {
+			if (tokens() == 0) {
 				return 0;
 			}
-			fill(nowNanos);
-			long missing = this.ticket - (long) HEAD.getVolatile(HybridRateLimiter.this);
-			return (missing <= 0) ? 0 : nanosUntil(missing, nowNanos);
+			synchronized (HybridRateLimiter.this.lock) {
+				fill(nowNanos);
+				return waitNanos(this.ticket);
+			}
 		}
 
 		@Override
 		protected void giveBack() {
-			if (this.cost > 0) {
-				HybridRateLimiter.this.giveBack(this.ticket, this.cost);
+			HybridRateLimiter.this.sleepers.remove(this);
+			if (tokens() == 0) {
+				return;
 			}
+			synchronized (HybridRateLimiter.this.lock) {
+				giveBackLocked(this.ticket, tokens());
+			}
+			wakeAll();
 		}
 
 		@Override
 		protected Permit grantedPermit() {
+			HybridRateLimiter.this.sleepers.remove(this);
 			return Permit.noop();
+		}
+
+		void wakeUp() {
+			wake();
+		}
+
+		Permit grantNow() {
+			return grantAtOnce();
 		}
 	}
 
@@ -658,6 +833,8 @@ public final class HybridRateLimiter implements RateLimiter {
 		private double burstRatio = 1.1;
 
 		private Long limit;
+
+		private Duration maxBacklog;
 
 		private LongSupplier clock = System::nanoTime;
 
@@ -678,7 +855,17 @@ public final class HybridRateLimiter implements RateLimiter {
 		}
 
 		/**
-		 * The schedule: {@code operations} per {@code period}, both {@code > 0}.
+		 * The rate.
+		 *
+		 * @param rate the rate
+		 * @return this builder
+		 */
+		public Builder rate(Rate rate) {
+			return rate(rate.tokens(), rate.period());
+		}
+
+		/**
+		 * The rate: {@code operations} per {@code period}, both {@code > 0}.
 		 *
 		 * @param operations operations per period
 		 * @param period the period
@@ -710,6 +897,20 @@ public final class HybridRateLimiter implements RateLimiter {
 		 */
 		public Builder limit(long limit) {
 			this.limit = limit;
+			return this;
+		}
+
+		/**
+		 * The most schedule time the pacer catches up after callers fell behind (contract revision 2):
+		 * time beyond it still counts in {@link HybridRateLimiter#behindSchedule()} but is never
+		 * recovered, so after a long idle period the pacer runs at {@code rate * burstRatio} for at most
+		 * {@code maxBacklog / (burstRatio - 1)}. Default: no bound, as in nosqlbench.
+		 *
+		 * @param maxBacklog the bound, {@code >= 0}, or {@code null} for none
+		 * @return this builder
+		 */
+		public Builder maxBacklog(Duration maxBacklog) {
+			this.maxBacklog = maxBacklog;
 			return this;
 		}
 

@@ -444,7 +444,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
-		return claimOrRefuse(n, maxWait, budget).await();
+		Claim claim = claimOrRefuse(n, maxWait, budget);
+		return claim.coveredAtOnce ? claim.grantNow() : claim.await();
 	}
 
 	@Override
@@ -476,7 +477,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			wait = rateWait(s, ticket, now);
 			if (wait <= budget) {
 				Claim claim = new Claim(ticket, n, maxWait, now);
-				this.sleepers.add(claim);
+				claim.coveredAtOnce = (wait == 0 && capMissing(this.ceil, s, ticket) == 0);
+				this.sleepers.add(claim); // (also counts its tokens as claimed, not in flight, until granted)
 				return claim;
 			}
 			giveBackLocked(ticket, n, now);
@@ -959,6 +961,9 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		private final long ticket;
 
+		/** Covered when it was made (set under the lock before the claim is published). */
+		boolean coveredAtOnce;
+
 		Claim(long ticket, long n, Duration maxWait, long now) {
 			super(SharedTokenBucket.this.name, n, maxWait, SharedTokenBucket.this.seenClock, now,
 					SharedTokenBucket.this.stats, SharedTokenBucket.this.waiting);
@@ -997,6 +1002,10 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		void wakeUp() {
 			wake();
+		}
+
+		Permit grantNow() {
+			return grantAtOnce();
 		}
 	}
 

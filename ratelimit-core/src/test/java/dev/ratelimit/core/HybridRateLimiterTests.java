@@ -144,14 +144,18 @@ class HybridRateLimiterTests {
 		Reservation ahead = pacer.reserve(2, Duration.ofSeconds(1));
 		Reservation quitter = pacer.reserve(2, Duration.ofSeconds(1));
 		Reservation last = pacer.reserve(1, Duration.ofSeconds(1));
+		assertThat(last.poll()).isEqualTo(5_000_000);
 		assertThat(quitter.cancel()).isTrue();
+		// contract revision 2: the caller behind moves up at once, the one ahead gains nothing
 		assertThat(ahead.poll()).isEqualTo(2_000_000);
+		assertThat(last.poll()).isEqualTo(3_000_000);
 		assertThat(last.cancel()).isTrue();
 		this.clock.advance(Duration.ofMillis(2));
 		assertThat(ahead.poll()).isZero();
 		ahead.permit().close();
-		// the quitter's time went to the waiting pool: the schedule lost nothing
-		assertThat(pacer.snapshot().pools().waiting()).isEqualTo(2.0);
+		// nobody else claimed any of the schedule, and none of it was left unclaimed
+		assertThat(pacer.snapshot().pools().waiting()).isZero();
+		assertThat(pacer.snapshot().available()).isZero();
 	}
 
 	@Test
@@ -244,5 +248,81 @@ class HybridRateLimiterTests {
 		assertThat(snapshot.rejected()).isEqualTo(1);
 		assertThat(snapshot.cappedRelease()).isFalse();
 		assertThat(snapshot.inFlight()).isZero();
+	}
+
+	// ---- the examples of issue 11 ---------------------------------------------------------------------
+
+	@ParameterizedTest
+	@CsvSource({ "999999937, 1.1, PT10S", "1000003, 1.1, PT3H", "12345, 1.3, P44D" })
+	void keepsPacingLongAfterItsCountersWouldHaveSaturated(long perSecond, double ratio, Duration after) {
+		HybridRateLimiter pacer = pacer(perSecond).burstRatio(ratio).build();
+		drain(pacer);
+		// a greedy caller that polls every millisecond keeps getting the schedule
+		for (Duration step = Duration.ofMinutes(10); !after.isNegative(); after = after.minus(step)) {
+			this.clock.advance(step);
+			drain(pacer);
+		}
+		long taken = pollEveryMillisecondFor(pacer, Duration.ofMillis(100));
+		// at least the schedule, at most the schedule at the burst ratio plus the pools
+		assertThat(taken).isBetween(perSecond / 10 - 1, (long) (perSecond * ratio / 10) + pacer.maxOperations());
+	}
+
+	@Test
+	void itsPoolsNeverHoldMoreThanTheirSizeAfterACancelledClaim() {
+		HybridRateLimiter pacer = pacer(1000).limit(2).burstRatio(1.0).build();
+		Reservation claim = pacer.reserve(2, Duration.ofSeconds(1));
+		this.clock.advance(Duration.ofSeconds(5));
+		claim.cancel();
+		assertThat(drain(pacer)).isEqualTo(2);
+	}
+
+	@Test
+	void itsPoolsNeverHoldMoreThanTheirSizeAfterAnIdleHour() {
+		HybridRateLimiter pacer = pacer(1000).limit(2).burstRatio(1.1).build();
+		this.clock.advance(Duration.ofHours(1));
+		RateLimiterSnapshot full = pacer.snapshot();
+		assertThat(full.pools().active()).isEqualTo(2.0);
+		assertThat(full.pools().burst()).isCloseTo(0.2, within(1e-9));
+		// active 2 + burst 0.2: two whole operations at once, never three
+		assertThat(drain(pacer)).isEqualTo(2);
+	}
+
+	@Test
+	void aRateChangeWithAClockThatReadsEarlierCreditsNoTimeTwice() {
+		HybridRateLimiter pacer = pacer(1000).burstRatio(1.0).build();
+		drain(pacer);
+		this.clock.advance(Duration.ofMillis(10));
+		assertThat(drain(pacer)).isEqualTo(2); // the active pool holds 2; 8 ms went to the waiting pool
+		this.clock.advanceNanos(-Duration.ofMillis(5).toNanos());
+		pacer.updateRate(1000, Duration.ofSeconds(1));
+		this.clock.advance(Duration.ofMillis(5));
+		assertThat(drain(pacer)).isZero();
+		assertThat(pacer.behindSchedule()).isEqualTo(Duration.ofMillis(8));
+	}
+
+	@Test
+	void maxBacklogBoundsTheCatchUpAfterAnIdleHourButNotTheReportedLag() {
+		HybridRateLimiter pacer = pacer(20).burstRatio(1.5).limit(1).maxBacklog(Duration.ofSeconds(10)).build();
+		drain(pacer);
+		this.clock.advance(Duration.ofHours(1));
+		assertThat(pacer.behindSchedule()).isGreaterThan(Duration.ofMinutes(59));
+		drain(pacer);
+		// the hour is not caught up at 30/s: only 10 s of it (200 operations) on top of the schedule,
+		// so "the partner allows 20 calls per second" stays true after an idle hour
+		long fortySeconds = pollEveryMillisecondFor(pacer, Duration.ofSeconds(40));
+		assertThat((double) fortySeconds).isBetween(40 * 20.0, 40 * 20 + 200 + 1.5);
+		assertThat(pacer.behindSchedule()).isGreaterThan(Duration.ofMinutes(59));
+	}
+
+	@Test
+	void rejectsAHugeBurstRatioOrLimitNamingTheLargestAllowed() {
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer(1000).burstRatio(1e13).build())
+				.withMessageContaining("burstRatio must be at most");
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer(1000).burstRatio(Double.NaN).build())
+				.withMessageContaining("burstRatio");
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer(1_000_000_000).limit(Long.MAX_VALUE / 2).build())
+				.withMessageContaining("limit must be at most");
+		HybridRateLimiter pacer = pacer(1000).limit(1_000_000).build();
+		assertThat(pacer.tryAcquire(1)).isTrue();
 	}
 }

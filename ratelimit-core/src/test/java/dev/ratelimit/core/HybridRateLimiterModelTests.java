@@ -1,0 +1,520 @@
+package dev.ratelimit.core;
+
+import java.math.BigInteger;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+
+import org.junit.jupiter.api.Test;
+
+/**
+ * The pacer checked step by step against a reference schedule written for the test in unbounded
+ * integers (ticks of {@code 1 / num} nanosecond, nothing saturates, nothing wraps): seeded random
+ * sequences of tries, claims that wait, polls, give-ups, rate, burst and limit changes and clock
+ * moves (standing, going back, jumping days), at rates from 0.001 to 10^9 per second. Every decision,
+ * readiness, wait, the available operations and the time behind schedule must equal the reference's,
+ * and the invariants hold at every step: the pools never hold more than their sizes, and the
+ * operations granted never exceed what the schedule made since the start. A failure prints the seed
+ * and the trace; {@code -Dmodel.seed=<seed>} replays one sequence.
+ */
+class HybridRateLimiterModelTests {
+
+	private static final long SEQUENCES = Long.getLong("model.sequences", 10_000);
+
+	private static final int STEPS = 60;
+
+	private static final long DAY = Duration.ofDays(1).toNanos();
+
+	@Test
+	void agreesWithAnExactScheduleOnRandomSequences() {
+		Long only = Long.getLong("model.seed");
+		if (only != null) {
+			new Run(only).execute();
+			return;
+		}
+		long seeds = new SplittableRandom().nextLong();
+		for (long i = 0; i < SEQUENCES; i++) {
+			new Run(seeds + i).execute();
+		}
+	}
+
+	private static final class Run {
+
+		private final long seed;
+
+		private final SplittableRandom random;
+
+		private final List<String> trace = new ArrayList<>();
+
+		private final FakeClock clock = new FakeClock();
+
+		private HybridRateLimiter pacer;
+
+		private Ref ref;
+
+		private final List<Object[]> waiters = new ArrayList<>();
+
+		Run(long seed) {
+			this.seed = seed;
+			this.random = new SplittableRandom(seed);
+		}
+
+		void execute() {
+			try {
+				long[] rate = randomRate();
+				double ratio = randomRatio();
+				Long limit = this.random.nextInt(3) == 0 ? (long) (1 + this.random.nextInt(20)) : null;
+				Duration maxBacklog = this.random.nextBoolean() ? null : Duration.ofMillis(this.random.nextInt(5000));
+				HybridRateLimiter.Builder builder = HybridRateLimiter.builder().rate(rate[0], Duration.ofNanos(rate[1]))
+					.burstRatio(ratio).maxBacklog(maxBacklog).clock(this.clock);
+				if (limit != null) {
+					builder.limit(limit);
+				}
+				this.pacer = builder.build();
+				this.ref = new Ref(rate[0], rate[1], ratio, limit, maxBacklog, this.clock.getAsLong());
+				log("build rate=%d per %d ns ratio=%s limit=%s maxBacklog=%s", rate[0], rate[1], ratio, limit, maxBacklog);
+				for (int step = 0; step < STEPS; step++) {
+					step();
+					check();
+				}
+			}
+			catch (AssertionError | RuntimeException ex) {
+				StringBuilder message = new StringBuilder("seed ").append(this.seed)
+					.append(" (replay with -Dmodel.seed=").append(this.seed).append(")\n");
+				for (String line : this.trace) {
+					message.append("  ").append(line).append('\n');
+				}
+				message.append("  => ").append(ex);
+				throw new AssertionError(message.toString(), ex);
+			}
+		}
+
+		private long[] randomRate() {
+			return switch (this.random.nextInt(8)) {
+				case 0 -> new long[] { 1, 1_000_000_000_000L }; // 0.001 per second
+				case 1 -> new long[] { 999_999_937, 1_000_000_000 };
+				case 2 -> new long[] { 1_000_000_000, 1_000_000_000 };
+				case 3 -> new long[] { 1_000_003, 1_000_000_000 };
+				case 4 -> new long[] { 12345, 1_000_000_000 };
+				case 5 -> new long[] { 20, 1_000_000_000 };
+				default -> new long[] { 1 + this.random.nextInt(100_000), 1_000_000 + this.random.nextLong(10_000_000_000L) };
+			};
+		}
+
+		private double randomRatio() {
+			return switch (this.random.nextInt(5)) {
+				case 0 -> 1.0;
+				case 1 -> 1.3;
+				case 2 -> 2.0;
+				default -> 1.1;
+			};
+		}
+
+		private void step() {
+			int op = this.random.nextInt(100);
+			if (op < 30) {
+				long interval = Math.max(1, this.ref.opNanos());
+				long delta = switch (this.random.nextInt(7)) {
+					case 0 -> 0;
+					case 1 -> 1;
+					case 2 -> -(1 + this.random.nextLong(Math.min(interval, DAY)));
+					case 3 -> this.random.nextLong(Math.min(interval, DAY)) + 1;
+					case 4 -> DAY * (1 + this.random.nextInt(50));
+					default -> Math.min(interval, DAY) * (1 + this.random.nextInt(30));
+				};
+				this.clock.advanceNanos(delta);
+				log("clock %+d ns", delta);
+			}
+			else if (op < 55) {
+				long n = 1 + this.random.nextLong(this.ref.maxOps());
+				this.ref.fill(this.clock.getAsLong());
+				boolean expected = this.ref.tryAcquire(n);
+				boolean actual = this.pacer.tryAcquire(n);
+				log("tryAcquire(%d) -> %s (reference %s)", n, actual, expected);
+				equal("tryAcquire", actual, expected);
+			}
+			else if (op < 70) {
+				long n = 1 + this.random.nextLong(this.ref.maxOps());
+				long budget = switch (this.random.nextInt(3)) {
+					case 0 -> 0;
+					case 1 -> this.random.nextLong(Math.max(1, Math.min(this.ref.opNanos() * 10, DAY)));
+					default -> Long.MAX_VALUE;
+				};
+				this.ref.fill(this.clock.getAsLong());
+				int id = this.ref.claim(n);
+				long wait = this.ref.waitNanos(id);
+				try {
+					Reservation r = this.pacer.reserve(n, Duration.ofNanos(budget));
+					log("reserve(%d, %d ns) -> accepted (reference wait %d)", n, budget, wait);
+					equal("accepted", true, wait <= budget);
+					this.waiters.add(new Object[] { r, id, this.ref.time, budget });
+				}
+				catch (RateLimitExceededException ex) {
+					log("reserve(%d, %d ns) -> refused after %s (reference wait %d)", n, budget, ex.getRetryAfter(), wait);
+					equal("refused", true, wait > budget);
+					equal("retry-after", ex.getRetryAfter().toNanos(), wait);
+					this.ref.giveUp(id);
+				}
+			}
+			else if (op < 82) {
+				if (this.waiters.isEmpty()) {
+					return;
+				}
+				int index = this.random.nextInt(this.waiters.size());
+				Object[] w = this.waiters.get(index);
+				Reservation r = (Reservation) w[0];
+				int id = (int) w[1];
+				this.ref.fill(this.clock.getAsLong());
+				long wait = this.ref.waitNanos(id);
+				long left = (long) w[3] - Math.max(0, this.ref.time - (long) w[2]);
+				try {
+					long delay = r.poll();
+					log("poll #%d -> %d (reference %d)", id, delay, wait);
+					equal("poll", delay, wait);
+					if (delay == 0 && this.random.nextBoolean()) {
+						r.permit().close();
+						this.ref.grant(id);
+						this.waiters.remove(index);
+						log("permit #%d", id);
+					}
+				}
+				catch (RateLimitExceededException ex) {
+					log("poll #%d -> refused (reference wait %d, left %d)", id, wait, left);
+					equal("refused poll", true, wait > left);
+					this.ref.giveUp(id);
+					this.waiters.remove(index);
+				}
+			}
+			else if (op < 90) {
+				if (this.waiters.isEmpty()) {
+					return;
+				}
+				Object[] w = this.waiters.remove(this.random.nextInt(this.waiters.size()));
+				this.ref.fill(this.clock.getAsLong());
+				((Reservation) w[0]).cancel();
+				this.ref.giveUp((int) w[1]);
+				log("cancel #%d", (int) w[1]);
+			}
+			else if (op < 94) {
+				long[] rate = randomRate();
+				this.ref.fill(this.clock.getAsLong());
+				if (!this.ref.claimsFit(rate[0], rate[1])) {
+					return;
+				}
+				this.pacer.updateRate(rate[0], Duration.ofNanos(rate[1]));
+				this.ref.updateRate(rate[0], rate[1]);
+				log("updateRate(%d per %d ns)", rate[0], rate[1]);
+			}
+			else if (op < 97) {
+				double ratio = randomRatio();
+				this.ref.fill(this.clock.getAsLong());
+				this.pacer.updateBurstRatio(ratio);
+				this.ref.updateSettings(this.ref.ratio(ratio), this.ref.limit);
+				log("updateBurstRatio(%s)", ratio);
+			}
+			else {
+				long limit = 1 + this.random.nextInt(20);
+				this.ref.fill(this.clock.getAsLong());
+				if (!this.ref.claimsFitLimit(limit)) {
+					return;
+				}
+				this.pacer.updateLimit(limit);
+				this.ref.updateSettings(this.ref.ratio, limit);
+				log("updateLimit(%d)", limit);
+			}
+		}
+
+		private void check() {
+			this.ref.fill(this.clock.getAsLong());
+			RateLimiterSnapshot s = this.pacer.snapshot();
+			double expected = this.ref.availableOps();
+			if (Math.abs(s.available() - expected) > 1e-9 * Math.max(1, expected)) {
+				throw new AssertionError("available: pacer " + s.available() + ", reference " + expected);
+			}
+			equal("behind schedule", this.pacer.behindSchedule().toNanos(), this.ref.behindNanos());
+			if (this.ref.level.compareTo(this.ref.cap) > 0) {
+				throw new AssertionError("level " + this.ref.level + " above the pools' size " + this.ref.cap);
+			}
+			if (s.pools().active() > s.limit() + 1e-9) {
+				throw new AssertionError("active pool " + s.pools().active() + " above its size " + s.limit());
+			}
+			if (this.ref.granted.compareTo(this.ref.produced.add(BigInteger.valueOf(1000))) > 0) {
+				throw new AssertionError("granted " + this.ref.granted + " ticks, more than the schedule made, "
+						+ this.ref.produced);
+			}
+		}
+
+		private void log(String format, Object... args) {
+			this.trace.add(String.format(format, args) + "    [" + this.ref + "]");
+		}
+
+		private static void equal(String what, Object actual, Object expected) {
+			if (!actual.equals(expected)) {
+				throw new AssertionError(what + ": pacer " + actual + ", reference " + expected);
+			}
+		}
+	}
+
+	/**
+	 * The schedule, in unbounded ticks: {@code level} (active + burst, negative when owed), {@code behind}
+	 * (may be caught up, at most maxBacklog) and {@code lost} (beyond it), a FIFO of claims.
+	 */
+	private static final class Ref {
+
+		BigInteger num;
+
+		BigInteger den;
+
+		BigInteger[] ratio;
+
+		Long limit;
+
+		final BigInteger maxBacklog;
+
+		BigInteger activeMax;
+
+		BigInteger cap;
+
+		BigInteger level;
+
+		/** In ticks of the current rate (1 / num ns): rescaled when the rate changes. */
+		BigInteger behind = BigInteger.ZERO;
+
+		BigInteger lostNanos = BigInteger.ZERO;
+
+		BigInteger carry = BigInteger.ZERO;
+
+		/** Ticks (of the rate in force when they happened, as operations * den) for the conservation check. */
+		BigInteger granted = BigInteger.ZERO;
+
+		BigInteger produced;
+
+		long time;
+
+		final List<long[]> queue = new ArrayList<>();
+
+		private int ids;
+
+		Ref(long tokens, long periodNanos, double burstRatio, Long limit, Duration maxBacklog, long now) {
+			setRate(tokens, periodNanos);
+			this.ratio = ratio(burstRatio);
+			this.limit = limit;
+			this.maxBacklog = (maxBacklog != null) ? BigInteger.valueOf(maxBacklog.toNanos()) : null;
+			sizes();
+			this.level = this.activeMax;
+			this.produced = opsToUnits(this.activeMax);
+			this.time = now;
+		}
+
+		BigInteger[] ratio(double r) {
+			java.math.BigDecimal d = new java.math.BigDecimal(Double.toString(r)).stripTrailingZeros();
+			int scale = Math.max(d.scale(), 0);
+			BigInteger n = d.movePointRight(scale).toBigIntegerExact();
+			BigInteger m = BigInteger.TEN.pow(scale);
+			BigInteger g = n.gcd(m);
+			return new BigInteger[] { n.divide(g), m.divide(g) };
+		}
+
+		private void setRate(long tokens, long periodNanos) {
+			BigInteger t = BigInteger.valueOf(tokens);
+			BigInteger p = BigInteger.valueOf(periodNanos);
+			BigInteger g = t.gcd(p);
+			this.num = t.divide(g);
+			this.den = p.divide(g);
+		}
+
+		private void sizes() {
+			this.activeMax = (this.limit != null) ? BigInteger.valueOf(this.limit).multiply(this.den)
+					: BigInteger.valueOf(1_000_000).multiply(this.num).max(BigInteger.TWO.multiply(this.den));
+			this.cap = this.activeMax.multiply(this.ratio[0]).divide(this.ratio[1]);
+		}
+
+		/** Granted and produced are compared in operations scaled by a common unit: ticks * 10^18 / den. */
+		private BigInteger opsToUnits(BigInteger ticks) {
+			return ticks.multiply(BigInteger.TEN.pow(18)).divide(this.den);
+		}
+
+		long opNanos() {
+			return this.den.divide(this.num).min(BigInteger.valueOf(Long.MAX_VALUE / 4)).longValueExact();
+		}
+
+		long maxOps() {
+			return this.cap.divide(this.den).longValueExact();
+		}
+
+		void fill(long now) {
+			long elapsed = now - this.time;
+			if (elapsed <= 0) {
+				return;
+			}
+			this.time = now;
+			BigInteger d = BigInteger.valueOf(elapsed).multiply(this.num);
+			this.produced = this.produced.add(opsToUnits(d));
+			BigInteger toActive = d.min(this.activeMax.subtract(this.level).max(BigInteger.ZERO));
+			this.level = this.level.add(toActive);
+			this.behind = this.behind.add(d.subtract(toActive));
+			if (!this.ratio[0].equals(this.ratio[1])) {
+				BigInteger scaled = d.multiply(this.ratio[0].subtract(this.ratio[1])).add(this.carry);
+				BigInteger allowance = scaled.divide(this.ratio[1]);
+				this.carry = scaled.mod(this.ratio[1]);
+				BigInteger move = allowance.min(this.cap.subtract(this.level)).min(this.behind).max(BigInteger.ZERO);
+				if (move.compareTo(allowance) < 0) {
+					this.carry = BigInteger.ZERO;
+				}
+				this.level = this.level.add(move);
+				this.behind = this.behind.subtract(move);
+			}
+			capBacklog();
+		}
+
+		private void capBacklog() {
+			if (this.maxBacklog == null) {
+				return;
+			}
+			BigInteger max = this.maxBacklog.multiply(this.num);
+			if (this.behind.compareTo(max) > 0) {
+				this.lostNanos = this.lostNanos.add(this.behind.subtract(max).divide(this.num));
+				this.behind = max;
+			}
+		}
+
+		private void capLevel() {
+			BigInteger excess = this.level.subtract(this.cap);
+			if (excess.signum() > 0) {
+				this.level = this.cap;
+				this.behind = this.behind.add(excess);
+				capBacklog();
+			}
+		}
+
+		boolean tryAcquire(long n) {
+			BigInteger cost = BigInteger.valueOf(n).multiply(this.den);
+			if (this.level.compareTo(cost) < 0) {
+				return false; // (callers waiting make the level negative)
+			}
+			this.level = this.level.subtract(cost);
+			this.granted = this.granted.add(opsToUnits(cost));
+			return true;
+		}
+
+		int claim(long n) {
+			int id = this.ids++;
+			this.queue.add(new long[] { id, n });
+			this.level = this.level.subtract(BigInteger.valueOf(n).multiply(this.den));
+			return id;
+		}
+
+		private BigInteger behindOf(int id) {
+			BigInteger sum = BigInteger.ZERO;
+			boolean after = false;
+			for (long[] c : this.queue) {
+				if (after) {
+					sum = sum.add(BigInteger.valueOf(c[1]).multiply(this.den));
+				}
+				if (c[0] == id) {
+					after = true;
+				}
+			}
+			return sum;
+		}
+
+		/** The head covers a claim when the level net of the claims behind it is >= 0 (tickets are whole). */
+		long waitNanos(int id) {
+			BigInteger missing = this.level.add(behindOf(id)).negate();
+			if (missing.signum() <= 0) {
+				return 0;
+			}
+			BigInteger withoutBurst = ceilDiv(missing.subtract(this.behind).max(BigInteger.ZERO), this.num);
+			BigInteger wait = ceilDiv(missing, this.num);
+			if (!this.ratio[0].equals(this.ratio[1])) {
+				wait = ceilDiv(missing.multiply(this.ratio[1]), this.num.multiply(this.ratio[0])).max(withoutBurst);
+			}
+			return wait.max(BigInteger.ONE).min(BigInteger.valueOf(Long.MAX_VALUE)).longValueExact();
+		}
+
+		private static BigInteger ceilDiv(BigInteger x, BigInteger y) {
+			BigInteger[] qr = x.divideAndRemainder(y);
+			return (qr[1].signum() > 0) ? qr[0].add(BigInteger.ONE) : qr[0];
+		}
+
+		void giveUp(int id) {
+			for (int i = 0; i < this.queue.size(); i++) {
+				if (this.queue.get(i)[0] == id) {
+					this.level = this.level.add(BigInteger.valueOf(this.queue.remove(i)[1]).multiply(this.den));
+					capLevel();
+					return;
+				}
+			}
+		}
+
+		void grant(int id) {
+			for (int i = 0; i < this.queue.size(); i++) {
+				if (this.queue.get(i)[0] == id) {
+					this.granted = this.granted.add(opsToUnits(BigInteger.valueOf(this.queue.remove(i)[1]).multiply(this.den)));
+					return;
+				}
+			}
+		}
+
+		/** A rate change must leave every queued claim within what the new pools can hold. */
+		boolean claimsFit(long tokens, long periodNanos) {
+			BigInteger t = BigInteger.valueOf(tokens);
+			BigInteger p = BigInteger.valueOf(periodNanos);
+			BigInteger d = p.divide(t.gcd(p));
+			// and keep the backlog, which keeps its operations, within 2^62 ns at the new rate
+			BigInteger behindNanos = this.behind.multiply(d).divide(this.den).divide(t.divide(t.gcd(p)))
+				.add(this.lostNanos.multiply(this.num).multiply(d).divide(this.den.multiply(t.divide(t.gcd(p)))));
+			return this.queue.isEmpty() && d.compareTo(BigInteger.valueOf(HybridRateLimiter.MAX_CAP / 4)) < 0
+					&& behindNanos.bitLength() < 62;
+		}
+
+		boolean claimsFitLimit(long newLimit) {
+			return this.queue.isEmpty();
+		}
+
+		void updateRate(long tokens, long periodNanos) {
+			BigInteger oldNum = this.num;
+			BigInteger oldDen = this.den;
+			BigInteger whole = this.level.divide(oldDen);
+			BigInteger frac = this.level.mod(oldDen);
+			if (this.level.signum() < 0 && frac.signum() != 0) {
+				whole = whole.subtract(BigInteger.ONE);
+			}
+			frac = this.level.subtract(whole.multiply(oldDen));
+			setRate(tokens, periodNanos);
+			this.level = whole.multiply(this.den).add(frac.multiply(this.den).divide(oldDen));
+			// the backlog keeps its operations: ticks are operations * den
+			this.behind = this.behind.multiply(this.den).divide(oldDen);
+			this.lostNanos = this.lostNanos.multiply(oldNum).multiply(this.den).divide(oldDen.multiply(this.num));
+			this.carry = BigInteger.ZERO;
+			sizes();
+			capLevel();
+			capBacklog();
+		}
+
+		void updateSettings(BigInteger[] newRatio, Long newLimit) {
+			this.ratio = newRatio;
+			this.limit = newLimit;
+			this.carry = BigInteger.ZERO;
+			sizes();
+			capLevel();
+			capBacklog();
+		}
+
+		double availableOps() {
+			return Math.max(0.0, this.level.doubleValue() / this.den.doubleValue());
+		}
+
+		long behindNanos() {
+			BigInteger total = this.behind.divide(this.num).add(this.lostNanos);
+			return total.min(BigInteger.valueOf(Long.MAX_VALUE)).longValueExact();
+		}
+
+		@Override
+		public String toString() {
+			return "t=" + this.time + " level=" + this.level + " cap=" + this.cap + " behind=" + this.behind + " lost="
+					+ this.lostNanos + " queue=" + this.queue.size();
+		}
+	}
+}
