@@ -325,4 +325,17 @@ class HybridRateLimiterTests {
 		HybridRateLimiter pacer = pacer(1000).limit(1_000_000).build();
 		assertThat(pacer.tryAcquire(1)).isTrue();
 	}
+
+	@Test
+	void aClaimThatWaitsWithoutAThreadIsToldWhenACallerAheadGivesUp() {
+		HybridRateLimiter pacer = pacer(1000).burstRatio(1.0).build();
+		drain(pacer);
+		Reservation ahead = pacer.reserve(2, Duration.ofSeconds(1));
+		Reservation behind = pacer.reserve(1, Duration.ofSeconds(1));
+		int[] woken = { 0 };
+		behind.onWake(() -> woken[0]++);
+		ahead.cancel();
+		assertThat(woken[0]).isEqualTo(1);
+		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(1).toNanos());
+	}
 }

@@ -611,6 +611,19 @@ class SharedTokenBucketTests {
 		assertThatThrownBy(() -> bucket.reserve(3, Duration.ofMillis(4))).isInstanceOf(RateLimitExceededException.class);
 	}
 
+	@Test
+	void aClaimThatWaitsWithoutAThreadIsToldWhenACallerAheadGivesUp() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		Reservation ahead = bucket.reserve(3_600_000, Duration.ofDays(1));
+		Reservation behind = bucket.reserve(1, Duration.ofDays(1));
+		int[] woken = { 0 };
+		behind.onWake(() -> woken[0]++);
+		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(3_600_001).toNanos());
+		ahead.cancel();
+		assertThat(woken[0]).isEqualTo(1);
+		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(1).toNanos());
+	}
+
 	private static RateLimitExceededException catchRefusal(ThrowingCall call) {
 		try {
 			call.run();

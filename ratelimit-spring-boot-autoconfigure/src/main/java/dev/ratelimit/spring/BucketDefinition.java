@@ -23,11 +23,13 @@ import java.util.Set;
  * @param cappedRelease shared: whether tokens return only on release
  * @param maxWait the longest a caller waits, {@link Duration#ZERO} for never
  * @param burstRatio hybrid: the catch-up ratio; shared: {@code 1.0}
+ * @param maxBacklog hybrid: the most schedule time caught up, or {@code null} for no bound; shared:
+ *        {@code null}
  * @param redis the Redis settings (used only by the redis backend)
  */
 public record BucketDefinition(String name, String type, String backend, BigDecimal rate, Duration period,
 		long tokens, Duration tokenPeriod, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
-		double burstRatio, RateLimitProperties.Redis redis) {
+		double burstRatio, Duration maxBacklog, RateLimitProperties.Redis redis) {
 
 	/** The bucket types. */
 	public static final Set<String> TYPES = Set.of("shared", "hybrid");
@@ -94,11 +96,19 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 				throw RateLimitConfigurationException.invalidProperty(name, "burst-ratio", bucket.getBurstRatio(),
 						"a number >= 1.0 (1.0 never catches up)");
 			}
+			Duration maxBacklog = bucket.getMaxBacklog();
+			if (maxBacklog != null && maxBacklog.isNegative()) {
+				throw RateLimitConfigurationException.invalidProperty(name, "max-backlog", maxBacklog,
+						"a duration >= 0, e.g. 10s (leave it out for no bound)");
+			}
 			return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0],
-					Duration.ofNanos(exact[1]), limit, null, false, maxWait, ratio, redis);
+					Duration.ofNanos(exact[1]), limit, null, false, maxWait, ratio, maxBacklog, redis);
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type, "hybrid");
+		}
+		if (bucket.getMaxBacklog() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "max-backlog", type, "hybrid");
 		}
 		if (backend.equals("redis") && bucket.getInitial() != null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
@@ -112,7 +122,7 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 		}
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0], Duration.ofNanos(exact[1]),
-				resolvedLimit, initial, capped, maxWait, 1.0, redis);
+				resolvedLimit, initial, capped, maxWait, 1.0, null, redis);
 	}
 
 	/**
@@ -135,7 +145,8 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 			init = l;
 		}
 		return new BucketDefinition(this.name, this.type, this.backend, r, this.period, exact[0],
-				Duration.ofNanos(exact[1]), l, init, this.cappedRelease, this.maxWait, this.burstRatio, this.redis);
+				Duration.ofNanos(exact[1]), l, init, this.cappedRelease, this.maxWait, this.burstRatio, this.maxBacklog,
+				this.redis);
 	}
 
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {

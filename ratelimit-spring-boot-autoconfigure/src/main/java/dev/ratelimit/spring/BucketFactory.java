@@ -31,6 +31,7 @@ final class BucketFactory {
 				.name(definition.name())
 				.rate(definition.tokens(), definition.tokenPeriod())
 				.burstRatio(definition.burstRatio())
+				.maxBacklog(definition.maxBacklog())
 				.clock(clock)
 				.stats(stats);
 			if (definition.limit() != null) {

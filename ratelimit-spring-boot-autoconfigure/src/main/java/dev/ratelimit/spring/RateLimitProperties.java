@@ -118,6 +118,13 @@ public class RateLimitProperties {
 		private Double burstRatio;
 
 		/**
+		 * Hybrid only: the most schedule time the pacer catches up after callers fell behind (after an
+		 * idle hour, it runs at rate * burst-ratio for at most max-backlog / (burst-ratio - 1), then at
+		 * rate); the whole lag is still reported. Default: no bound.
+		 */
+		private Duration maxBacklog;
+
+		/**
 		 * Where the bucket's state lives: local (in this JVM) or redis (shared by every instance, needs
 		 * ratelimit-redis and a RedisConnectionFactory).
 		 */
@@ -190,6 +197,14 @@ public class RateLimitProperties {
 
 		public void setBurstRatio(Double burstRatio) {
 			this.burstRatio = burstRatio;
+		}
+
+		public Duration getMaxBacklog() {
+			return this.maxBacklog;
+		}
+
+		public void setMaxBacklog(Duration maxBacklog) {
+			this.maxBacklog = maxBacklog;
 		}
 
 		public String getBackend() {

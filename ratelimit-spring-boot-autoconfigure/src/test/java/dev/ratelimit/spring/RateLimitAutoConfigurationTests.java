@@ -121,6 +121,7 @@ class RateLimitAutoConfigurationTests {
 			"backend|memcached|ratelimit.buckets.b.backend is 'memcached'|local or redis",
 			"redis.on-failure|retry|ratelimit.buckets.b.redis.on-failure is 'retry'|allow, deny or local",
 			"burst-ratio|1.5|ratelimit.buckets.b.burst-ratio applies to hybrid buckets only|type to hybrid",
+			"max-backlog|10s|ratelimit.buckets.b.max-backlog applies to hybrid buckets only|type to hybrid",
 			"period|0s|ratelimit.buckets.b.period is PT0S|a positive duration" })
 	void failsStartUpNamingTheBucketThePropertyAndTheAcceptedValues(String property, String value,
 			String description, String action) {
@@ -155,6 +156,32 @@ class RateLimitAutoConfigurationTests {
 					"ratelimit.buckets.h.burst-ratio=0.9")
 			.run((context) -> assertThat(rootCause(context.getStartupFailure()).getAction())
 				.contains("a number >= 1.0"));
+	}
+
+	@Test
+	void aHybridBucketCatchesUpAtMostItsMaxBacklogAfterAnIdleHour() {
+		long[] now = { 0 };
+		this.runner.withBean(RateLimitClock.class, () -> () -> now[0])
+			.withPropertyValues("ratelimit.buckets.h.type=hybrid", "ratelimit.buckets.h.rate=10",
+					"ratelimit.buckets.h.limit=1", "ratelimit.buckets.h.burst-ratio=2.0",
+					"ratelimit.buckets.h.max-backlog=1s")
+			.run((context) -> {
+				HybridRateLimiter pacer = context.getBean("h", HybridRateLimiter.class);
+				while (pacer.tryAcquire(1)) {
+					Thread.onSpinWait(); // drain the active pool
+				}
+				now[0] += Duration.ofHours(1).toNanos();
+				long taken = 0;
+				for (int ms = 0; ms < 10_000; ms++) {
+					now[0] += Duration.ofMillis(1).toNanos();
+					while (pacer.tryAcquire(1)) {
+						taken++;
+					}
+				}
+				// 10 s at 10/s, plus at most 1 s of the idle hour (10 operations) and the pools (2)
+				assertThat(taken).isBetween(100L, 112L);
+				assertThat(pacer.behindSchedule()).isGreaterThan(Duration.ofMinutes(59));
+			});
 	}
 
 	@Test

@@ -8,6 +8,7 @@ import java.util.concurrent.ForkJoinPool;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.Reservation;
@@ -56,12 +57,22 @@ final class AsyncInvocations {
 				reservation.cancel();
 			}
 		});
-		poll(reservation, invocation, result, true);
+		// a caller ahead that gives up (or a release, a retune) wakes the reservation: poll again at once
+		// instead of waiting out a stale delay; polls scheduled before the wake-up then do nothing
+		AtomicLong round = new AtomicLong();
+		reservation.onWake(() -> {
+			long next = round.incrementAndGet();
+			TIMER.execute(() -> poll(reservation, invocation, result, false, round, next));
+		});
+		poll(reservation, invocation, result, true, round, 0);
 		return result;
 	}
 
 	private static void poll(Reservation reservation, MethodInvocation invocation, CompletableFuture<Object> result,
-			boolean callerThread) {
+			boolean callerThread, AtomicLong round, long mine) {
+		if (round.get() != mine) {
+			return; // a wake-up started a newer round of polls
+		}
 		if (result.isDone()) {
 			reservation.cancel();
 			return;
@@ -75,7 +86,7 @@ final class AsyncInvocations {
 			return;
 		}
 		if (delay > 0) {
-			TIMER.schedule(() -> poll(reservation, invocation, result, false), delay, TimeUnit.NANOSECONDS);
+			TIMER.schedule(() -> poll(reservation, invocation, result, false, round, mine), delay, TimeUnit.NANOSECONDS);
 			return;
 		}
 		Permit permit;

@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.aop;
 
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.Reservation;
@@ -59,11 +60,20 @@ final class ReactorInvocations {
 				return;
 			}
 			sink.onCancel(reservation::cancel);
-			poll(reservation, sink);
+			// woken when a caller ahead gives up: poll again at once; older scheduled polls do nothing
+			AtomicLong round = new AtomicLong();
+			reservation.onWake(() -> {
+				long next = round.incrementAndGet();
+				Schedulers.parallel().schedule(() -> poll(reservation, sink, round, next));
+			});
+			poll(reservation, sink, round, 0);
 		});
 	}
 
-	private static void poll(Reservation reservation, MonoSink<Permit> sink) {
+	private static void poll(Reservation reservation, MonoSink<Permit> sink, AtomicLong round, long mine) {
+		if (round.get() != mine) {
+			return;
+		}
 		long delay;
 		try {
 			delay = reservation.poll();
@@ -76,7 +86,7 @@ final class ReactorInvocations {
 			return;
 		}
 		if (delay > 0) {
-			Schedulers.parallel().schedule(() -> poll(reservation, sink), delay, TimeUnit.NANOSECONDS);
+			Schedulers.parallel().schedule(() -> poll(reservation, sink, round, mine), delay, TimeUnit.NANOSECONDS);
 			return;
 		}
 		try {
