@@ -4,7 +4,6 @@ import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
 import java.util.Arrays;
-import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -109,7 +108,8 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	private final Set<Claim> sleepers = ConcurrentHashMap.newKeySet();
 
-	private final Object lock = new Object();
+	/** Guards everything below; held for a few arithmetic steps, never while a caller waits. */
+	private final SpinLock lock = new SpinLock();
 
 	// ---- guarded by lock -------------------------------------------------------------------------------
 
@@ -172,12 +172,7 @@ public final class HybridRateLimiter implements RateLimiter {
 		if (m == null || !m.matches()) {
 			throw new IllegalArgumentException("Invalid rate spec \"" + spec + "\": expected " + SPEC_FORM);
 		}
-		BigDecimal rate = new BigDecimal(m.group(1)).multiply(switch (m.group(2).toUpperCase(Locale.ROOT)) {
-			case "K" -> BigDecimal.valueOf(1_000L);
-			case "M" -> BigDecimal.valueOf(1_000_000L);
-			case "G" -> BigDecimal.valueOf(1_000_000_000L);
-			default -> BigDecimal.ONE;
-		}).stripTrailingZeros();
+		BigDecimal rate = Rate.perSecond(m.group(1), m.group(2)).stripTrailingZeros();
 		if (rate.signum() <= 0) {
 			throw new IllegalArgumentException(
 					"Invalid rate spec \"" + spec + "\": the rate must be > 0; expected " + SPEC_FORM);
@@ -213,12 +208,17 @@ public final class HybridRateLimiter implements RateLimiter {
 			return true;
 		}
 		boolean granted;
-		synchronized (this.lock) {
-			fill(this.clock.getAsLong());
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
 			granted = this.holes.length == 0 && level() >= ticks(n);
 			if (granted) {
 				this.tail += n;
 			}
+		}
+		finally {
+			this.lock.unlock();
 		}
 		if (granted) {
 			this.stats.recordGranted(0);
@@ -253,8 +253,9 @@ public final class HybridRateLimiter implements RateLimiter {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkOperations(n);
 		long wait;
-		synchronized (this.lock) {
-			long now = this.clock.getAsLong();
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
 			fill(now);
 			long now2 = this.lastFill;
 			if (n == 0) {
@@ -277,14 +278,19 @@ public final class HybridRateLimiter implements RateLimiter {
 			}
 			giveBackLocked(ticket, n);
 		}
+		finally {
+			this.lock.unlock();
+		}
 		this.stats.recordRejected();
 		throw new RateLimitExceededException(this.name, n, Duration.ofNanos(wait));
 	}
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		synchronized (this.lock) {
-			fill(this.clock.getAsLong());
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
 			Settings s = this.settings;
 			long credit = credit(this.tail + 1);
 			double level = opsOf(level()) + credit;
@@ -295,6 +301,9 @@ public final class HybridRateLimiter implements RateLimiter {
 					Math.max(level, 0), Math.max(-level, 0), this.waitingCallers.get(), 0, this.stats.granted(),
 					this.stats.rejected(), pools, behindLocked());
 		}
+		finally {
+			this.lock.unlock();
+		}
 	}
 
 	/**
@@ -304,9 +313,14 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * @return the time behind schedule, {@link Duration#ZERO} when on schedule
 	 */
 	public Duration behindSchedule() {
-		synchronized (this.lock) {
-			fill(this.clock.getAsLong());
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
 			return behindLocked();
+		}
+		finally {
+			this.lock.unlock();
 		}
 	}
 
@@ -316,8 +330,12 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * @return the ratio, {@code >= 1.0}
 	 */
 	public double burstRatio() {
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			return this.settings.burstRatio;
+		}
+		finally {
+			this.lock.unlock();
 		}
 	}
 
@@ -327,8 +345,12 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * @return the largest {@code n}
 	 */
 	public long maxOperations() {
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			return this.settings.maxOperations();
+		}
+		finally {
+			this.lock.unlock();
 		}
 	}
 
@@ -354,17 +376,23 @@ public final class HybridRateLimiter implements RateLimiter {
 
 	@Override
 	public String toString() {
-		synchronized (this.lock) {
+		this.lock.lock();
+		try {
 			Settings s = this.settings;
 			return "HybridRateLimiter" + of() + "[rate=" + s.rate + ", burstRatio=" + s.burstRatio + "]";
+		}
+		finally {
+			this.lock.unlock();
 		}
 	}
 
 	// ---- internals ------------------------------------------------------------------------------------
 
 	private void reconfigure(java.util.function.UnaryOperator<Settings> change) {
-		synchronized (this.lock) {
-			fill(this.clock.getAsLong());
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
 			Settings old = this.settings;
 			Settings s = change.apply(old); // validates
 			if (s.rate.denominator() != old.rate.denominator()) {
@@ -377,6 +405,9 @@ public final class HybridRateLimiter implements RateLimiter {
 			this.burstCarry = 0;
 			capLevel();
 			capBacklog();
+		}
+		finally {
+			this.lock.unlock();
 		}
 		wakeAll();
 	}
@@ -786,9 +817,13 @@ public final class HybridRateLimiter implements RateLimiter {
 			if (tokens() == 0) {
 				return 0;
 			}
-			synchronized (HybridRateLimiter.this.lock) {
+			HybridRateLimiter.this.lock.lock();
+			try {
 				fill(nowNanos);
 				return waitNanos(this.ticket);
+			}
+			finally {
+				HybridRateLimiter.this.lock.unlock();
 			}
 		}
 
@@ -798,8 +833,12 @@ public final class HybridRateLimiter implements RateLimiter {
 			if (tokens() == 0) {
 				return;
 			}
-			synchronized (HybridRateLimiter.this.lock) {
+			HybridRateLimiter.this.lock.lock();
+			try {
 				giveBackLocked(this.ticket, tokens());
+			}
+			finally {
+				HybridRateLimiter.this.lock.unlock();
 			}
 			wakeAll();
 		}

@@ -129,12 +129,7 @@ public final class Rate {
 		if (m == null || !m.matches()) {
 			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": expected " + DECIMAL_FORM);
 		}
-		BigDecimal value = new BigDecimal(m.group(1)).multiply(switch (m.group(2).toUpperCase(Locale.ROOT)) {
-			case "K" -> BigDecimal.valueOf(1_000L);
-			case "M" -> BigDecimal.valueOf(1_000_000L);
-			case "G" -> BigDecimal.valueOf(NANOS_PER_SECOND);
-			default -> BigDecimal.ONE;
-		});
+		BigDecimal value = perSecond(m.group(1), m.group(2));
 		if (value.signum() <= 0) {
 			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": the rate must be > 0; expected " + DECIMAL_FORM);
 		}
@@ -144,6 +139,19 @@ public final class Rate {
 		catch (IllegalArgumentException ex) {
 			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": " + ex.getMessage(), ex);
 		}
+	}
+
+	/**
+	 * A decimal number with an optional {@code K}, {@code M} or {@code G} suffix, as both spec forms of
+	 * this package write rates per second.
+	 */
+	static BigDecimal perSecond(String digits, String suffix) {
+		return new BigDecimal(digits).multiply(switch (suffix.toUpperCase(Locale.ROOT)) {
+			case "K" -> BigDecimal.valueOf(1_000L);
+			case "M" -> BigDecimal.valueOf(1_000_000L);
+			case "G" -> BigDecimal.valueOf(NANOS_PER_SECOND);
+			default -> BigDecimal.ONE;
+		});
 	}
 
 	/**
