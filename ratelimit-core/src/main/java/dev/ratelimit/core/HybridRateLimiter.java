@@ -598,6 +598,20 @@ public final class HybridRateLimiter implements RateLimiter {
 		if (missingOps <= 0) {
 			return 0;
 		}
+		long perNano = s.rate.numerator();
+		long perOperation = s.rate.denominator();
+		if (missingOps < HUGE / perOperation && Math.multiplyHigh(perNano, s.ratioNum) == 0
+				&& perNano * s.ratioNum > 0) {
+			// the common case in 64 bits, without allocating: the same formula as below
+			long missingTicks = missingOps * perOperation - this.headFrac;
+			long wait = Arithmetic.mulDivCeil(missingTicks, 1, perNano);
+			if (s.ratioNum != s.ratioDen) {
+				long atBurst = Arithmetic.mulDivCeil(missingTicks, s.ratioDen, perNano * s.ratioNum);
+				long withoutBurst = Arithmetic.mulDivCeil(Math.max(0, missingTicks - behindAsTicks(s)), 1, perNano);
+				wait = Math.max(atBurst, withoutBurst);
+			}
+			return Math.max(1, wait);
+		}
 		BigInteger missing = BigInteger.valueOf(missingOps).multiply(BigInteger.valueOf(s.rate.denominator()))
 			.subtract(BigInteger.valueOf(this.headFrac));
 		BigInteger num = BigInteger.valueOf(s.rate.numerator());
