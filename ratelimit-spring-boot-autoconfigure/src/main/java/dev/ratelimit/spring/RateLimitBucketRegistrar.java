@@ -46,6 +46,7 @@ final class RateLimitBucketRegistrar
 
 	@Override
 	public void postProcessBeanDefinitionRegistry(BeanDefinitionRegistry registry) throws BeansException {
+		BucketPropertyChecks.check(this.environment);
 		RateLimitProperties properties = Binder.get(this.environment)
 			.bind("ratelimit", RateLimitProperties.class)
 			.orElseGet(RateLimitProperties::new);

@@ -62,6 +62,26 @@ public class RateLimitConfigurationException extends IllegalStateException {
 	}
 
 	/**
+	 * A property name that no bucket knows, e.g. a typo.
+	 *
+	 * @param bucket the bucket name
+	 * @param property the unknown property, relative to the bucket
+	 * @param origin where it was set, e.g. {@code " (class path resource [application.yml] - 12:7)"}, or
+	 *        empty
+	 * @param closest the known property closest to it
+	 * @param known every known property
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException unknownProperty(String bucket, String property, String origin,
+			String closest, Collection<String> known) {
+		return new RateLimitConfigurationException(
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + origin + " is not a bucket property;"
+						+ " did you mean '" + closest + "'?",
+				"Rename it to " + propertyName(bucket, closest) + ", or remove it. A bucket knows "
+						+ String.join(", ", known) + ".");
+	}
+
+	/**
 	 * A bucket name that is not configured.
 	 *
 	 * @param bucket the name asked for

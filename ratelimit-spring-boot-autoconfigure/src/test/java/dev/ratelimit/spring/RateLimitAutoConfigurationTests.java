@@ -158,6 +158,43 @@ class RateLimitAutoConfigurationTests {
 				.contains("a number >= 1.0"));
 	}
 
+	@ParameterizedTest
+	@CsvSource(delimiter = '|', value = { "capped-relase|true|capped-release", "max-wiat|500ms|max-wait",
+			"limt|5|limit", "redis.timout|100ms|redis.timeout", "burstratio|1.5|burst-ratio" })
+	void failsStartUpOnATypoNamingTheBucketThePropertyAndTheClosestKnownOne(String typo, String value,
+			String closest) {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b." + typo + "=" + value)
+			.run((context) -> {
+				assertThat(context).hasFailed();
+				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+				assertThat(ex.getDescription()).contains("Bucket 'b'")
+					.contains("ratelimit.buckets.b." + typo)
+					.contains("is not a bucket property; did you mean '" + closest + "'?");
+				assertThat(ex.getAction()).contains("Rename it to ratelimit.buckets.b." + closest);
+			});
+	}
+
+	@ParameterizedTest
+	@CsvSource(delimiter = '|', value = { "max-wait|5|a duration with a unit, e.g. 5ms or 5s",
+			"period|2|a duration with a unit, e.g. 2ms or 2s", "limit|2.5|a whole number",
+			"initial|1.5|a whole number" })
+	void rejectsADurationWithoutAUnitAndAFractionalLimit(String property, String value, String accepted) {
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.limit=10",
+				"ratelimit.buckets.b." + property + "=" + value)
+			.run((context) -> {
+				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+				assertThat(ex.getDescription()).contains("ratelimit.buckets.b." + property + " is '" + value);
+				assertThat(ex.getAction()).contains(accepted);
+			});
+	}
+
+	@Test
+	void acceptsZeroWithoutAUnitAsZero() {
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.max-wait=0")
+			.run((context) -> assertThat(context).hasNotFailed());
+	}
+
 	@Test
 	void aHybridBucketCatchesUpAtMostItsMaxBacklogAfterAnIdleHour() {
 		long[] now = { 0 };

@@ -23,6 +23,13 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  */
 public class RateLimitMeterBinder implements MeterBinder {
 
+	/**
+	 * One description for every outcome: Prometheus writes one {@code HELP} line per meter name, so it
+	 * must describe the meter, not one of its outcomes.
+	 */
+	static final String CALLS_DESCRIPTION = "Calls to a rate-limited bucket, by outcome: granted, rejected";
+
+
 	private final RateLimiterRegistry registry;
 
 	/**
@@ -46,11 +53,11 @@ public class RateLimitMeterBinder implements MeterBinder {
 		RateLimiter limiter = bucket.limiter();
 		FunctionCounter.builder("ratelimit.calls", limiter, (l) -> l.snapshot().granted())
 			.tags("bucket", name, "outcome", "granted")
-			.description("Calls let through")
+			.description(CALLS_DESCRIPTION)
 			.register(meters);
 		FunctionCounter.builder("ratelimit.calls", limiter, (l) -> l.snapshot().rejected())
 			.tags("bucket", name, "outcome", "rejected")
-			.description("Calls refused")
+			.description(CALLS_DESCRIPTION)
 			.register(meters);
 		Timer.builder("ratelimit.wait")
 			.tag("bucket", name)

@@ -1,0 +1,116 @@
+package dev.ratelimit.spring;
+
+import java.math.BigDecimal;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Set;
+import java.util.regex.Pattern;
+
+import org.springframework.boot.context.properties.source.ConfigurationProperty;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
+import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySource;
+import org.springframework.boot.context.properties.source.ConfigurationPropertySources;
+import org.springframework.boot.context.properties.source.IterableConfigurationPropertySource;
+import org.springframework.boot.origin.Origin;
+import org.springframework.core.env.Environment;
+
+/**
+ * What Boot's binding lets through and a user would not expect (contract revision 2): a property name
+ * that no bucket knows ({@code capped-relase}, {@code max-wiat}), silently ignored by binding, fails
+ * start-up naming the bucket, the name and the closest known one; a duration without a unit
+ * ({@code max-wait: 5}, which binding reads as 5 ms) and a fractional {@code limit} or {@code initial}
+ * (which binding truncates) are rejected. Runs on the raw property sources, before binding, so the
+ * messages are ours and name where the value came from.
+ */
+final class BucketPropertyChecks {
+
+	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
+	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
+			"max-wait", "burst-ratio", "max-backlog", "backend", "redis.key-prefix", "redis.timeout",
+			"redis.on-failure");
+
+	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout");
+
+	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial");
+
+	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
+
+	private static final ConfigurationPropertyName BUCKETS = ConfigurationPropertyName.of("ratelimit.buckets");
+
+	private BucketPropertyChecks() {
+	}
+
+	/**
+	 * Checks every property under {@code ratelimit.buckets}.
+	 *
+	 * @param environment the environment
+	 * @throws RateLimitConfigurationException for the first property that fails a check
+	 */
+	static void check(Environment environment) {
+		for (ConfigurationPropertySource source : ConfigurationPropertySources.get(environment)) {
+			if (source instanceof IterableConfigurationPropertySource iterable) {
+				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> check(source, name));
+			}
+		}
+	}
+
+	private static void check(ConfigurationPropertySource source, ConfigurationPropertyName name) {
+		int first = BUCKETS.getNumberOfElements();
+		if (name.getNumberOfElements() <= first + 1) {
+			return; // ratelimit.buckets.<name> itself
+		}
+		String bucket = name.getElement(first, Form.ORIGINAL);
+		StringBuilder relative = new StringBuilder();
+		for (int i = first + 1; i < name.getNumberOfElements(); i++) {
+			relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
+		}
+		String property = relative.toString();
+		ConfigurationProperty found = source.getConfigurationProperty(name);
+		Origin where = (found != null) ? found.getOrigin() : null;
+		String origin = (where != null) ? " (" + where + ")" : "";
+		if (!KNOWN.contains(property)) {
+			throw RateLimitConfigurationException.unknownProperty(bucket, property, origin, closest(property), KNOWN);
+		}
+		Object value = (found != null) ? found.getValue() : null;
+		if (value == null) {
+			return;
+		}
+		String text = value.toString();
+		if (DURATIONS.contains(property) && BARE_NUMBER.matcher(text).matches()
+				&& new BigDecimal(text.trim()).signum() != 0) {
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
+					"a duration with a unit, e.g. " + text.trim() + "ms or " + text.trim() + "s (a bare number has no"
+							+ " unit; 0 alone is accepted and means zero)");
+		}
+		if (WHOLE_NUMBERS.contains(property) && BARE_NUMBER.matcher(text).matches()
+				&& new BigDecimal(text.trim()).stripTrailingZeros().scale() > 0) {
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
+					"a whole number (a fractional " + property + " is not rounded)");
+		}
+	}
+
+	/** The known property closest to {@code property} by edit distance. */
+	static String closest(String property) {
+		return KNOWN.stream().min(Comparator.comparingInt((known) -> distance(property, known))).orElseThrow();
+	}
+
+	private static int distance(String a, String b) {
+		int[] previous = new int[b.length() + 1];
+		int[] current = new int[b.length() + 1];
+		for (int j = 0; j <= b.length(); j++) {
+			previous[j] = j;
+		}
+		for (int i = 1; i <= a.length(); i++) {
+			current[0] = i;
+			for (int j = 1; j <= b.length(); j++) {
+				int substitution = previous[j - 1] + ((a.charAt(i - 1) == b.charAt(j - 1)) ? 0 : 1);
+				current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
+			}
+			int[] swap = previous;
+			previous = current;
+			current = swap;
+		}
+		return previous[b.length()];
+	}
+}
