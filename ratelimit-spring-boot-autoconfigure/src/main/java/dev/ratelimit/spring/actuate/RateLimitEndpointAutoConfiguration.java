@@ -30,5 +30,12 @@ public final class RateLimitEndpointAutoConfiguration {
 		RateLimitsEndpoint rateLimitsEndpoint(RateLimiterRegistry registry) {
 			return new RateLimitsEndpoint(registry);
 		}
+
+		@Bean
+		@ConditionalOnMissingBean
+		@ConditionalOnBean(RateLimitsEndpoint.class)
+		RateLimitsWebEndpointExtension rateLimitsWebEndpointExtension(RateLimitsEndpoint endpoint) {
+			return new RateLimitsWebEndpointExtension(endpoint);
+		}
 	}
 }

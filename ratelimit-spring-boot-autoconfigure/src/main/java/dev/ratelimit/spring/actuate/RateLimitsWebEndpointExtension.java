@@ -1,0 +1,64 @@
+package dev.ratelimit.spring.actuate;
+
+import java.math.BigDecimal;
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
+import org.springframework.boot.actuate.endpoint.web.annotation.EndpointWebExtension;
+
+/**
+ * The {@code ratelimits} endpoint over HTTP: a retune that the configuration would reject answers
+ * 400 with the reason in the body, which Boot's default error settings would otherwise leave out
+ * ({@code server.error.include-message=never}); a retune of a bucket that does not exist answers 404.
+ */
+@EndpointWebExtension(endpoint = RateLimitsEndpoint.class)
+public class RateLimitsWebEndpointExtension {
+
+	private final RateLimitsEndpoint endpoint;
+
+	/**
+	 * Creates the extension.
+	 *
+	 * @param endpoint the endpoint it extends
+	 */
+	public RateLimitsWebEndpointExtension(RateLimitsEndpoint endpoint) {
+		this.endpoint = endpoint;
+	}
+
+	/**
+	 * Changes a bucket's rate and/or limit in place, as {@link RateLimitsEndpoint#update} does.
+	 *
+	 * @param name the bucket name
+	 * @param rate the new rate per the configured period, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
+	 *         would reject
+	 */
+	@WriteOperation
+	public WebEndpointResponse<Object> update(@Selector String name, @Nullable BigDecimal rate,
+			@Nullable Long limit) {
+		if (this.endpoint.bucket(name) == null) {
+			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
+		}
+		try {
+			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit));
+		}
+		catch (InvalidEndpointRequestException ex) {
+			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());
+		}
+	}
+
+	private static WebEndpointResponse<Object> failure(int status, String error, String message) {
+		Map<String, Object> body = new LinkedHashMap<>();
+		body.put("status", status);
+		body.put("error", error);
+		body.put("message", message);
+		return new WebEndpointResponse<>(body, status);
+	}
+}
