@@ -37,7 +37,7 @@ public class RedisBucketBackend implements BucketBackend {
 			.name(definition.name())
 			.connectionFactory(this.connectionFactory)
 			.keyPrefix(definition.redis().getKeyPrefix())
-			.rate(definition.tokens(), definition.tokenPeriod())
+			.rate(definition.exactRate().tokens(), definition.exactRate().period())
 			.limit(definition.limit())
 			.cappedRelease(definition.cappedRelease())
 			.timeout(definition.redis().getTimeout())

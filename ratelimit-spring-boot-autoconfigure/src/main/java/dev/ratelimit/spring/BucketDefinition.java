@@ -6,6 +6,8 @@ import java.time.Duration;
 import java.util.Locale;
 import java.util.Set;
 
+import dev.ratelimit.core.Rate;
+
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
  * applied, a fractional rate turned into an exact whole number of tokens per period.
@@ -15,8 +17,8 @@ import java.util.Set;
  * @param backend {@code local} or {@code redis}
  * @param rate the rate as configured, per {@code period}
  * @param period the period as configured
- * @param tokens whole tokens per {@code tokenPeriod}, equal to {@code rate} per {@code period}
- * @param tokenPeriod the period of {@code tokens}
+ * @param exactRate {@code rate} per {@code period} as the core's exact {@link Rate} (2.5 per second is 5
+ *        per two seconds)
  * @param limit shared: the most tokens banked; hybrid: the active pool in operations, or {@code null}
  *        for the pacer's default
  * @param initial shared: tokens at start; hybrid: {@code null}
@@ -28,7 +30,7 @@ import java.util.Set;
  * @param redis the Redis settings (used only by the redis backend)
  */
 public record BucketDefinition(String name, String type, String backend, BigDecimal rate, Duration period,
-		long tokens, Duration tokenPeriod, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
+		Rate exactRate, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
 		double burstRatio, Duration maxBacklog, RateLimitProperties.Redis redis) {
 
 	/** The bucket types. */
@@ -68,7 +70,7 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 			throw RateLimitConfigurationException.invalidProperty(name, "period", period,
 					"a positive duration, e.g. 1s or 500ms");
 		}
-		long[] exact = exactRate(name, bucket.getRate(), period);
+		Rate exact = exactRate(name, bucket.getRate(), period);
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
 			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
@@ -101,8 +103,8 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 				throw RateLimitConfigurationException.invalidProperty(name, "max-backlog", maxBacklog,
 						"a duration >= 0, e.g. 10s (leave it out for no bound)");
 			}
-			return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0],
-					Duration.ofNanos(exact[1]), limit, null, false, maxWait, ratio, maxBacklog, redis);
+			return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact, limit, null, false,
+					maxWait, ratio, maxBacklog, redis);
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type, "hybrid");
@@ -121,8 +123,8 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 					"a whole number from 0 to the limit (" + resolvedLimit + ")");
 		}
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
-		return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact[0], Duration.ofNanos(exact[1]),
-				resolvedLimit, initial, capped, maxWait, 1.0, null, redis);
+		return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact, resolvedLimit, initial,
+				capped, maxWait, 1.0, null, redis);
 	}
 
 	/**
@@ -135,7 +137,7 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 	 */
 	public BucketDefinition withRateAndLimit(BigDecimal newRate, Long newLimit) {
 		BigDecimal r = (newRate != null) ? newRate : this.rate;
-		long[] exact = exactRate(this.name, r, this.period);
+		Rate exact = exactRate(this.name, r, this.period);
 		Long l = (newLimit != null) ? newLimit : this.limit;
 		if (l != null && l < 1) {
 			throw RateLimitConfigurationException.invalidProperty(this.name, "limit", l, "a whole number >= 1");
@@ -144,9 +146,8 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 		if (init != null && l != null && init > l) {
 			init = l;
 		}
-		return new BucketDefinition(this.name, this.type, this.backend, r, this.period, exact[0],
-				Duration.ofNanos(exact[1]), l, init, this.cappedRelease, this.maxWait, this.burstRatio, this.maxBacklog,
-				this.redis);
+		return new BucketDefinition(this.name, this.type, this.backend, r, this.period, exact, l, init,
+				this.cappedRelease, this.maxWait, this.burstRatio, this.maxBacklog, this.redis);
 	}
 
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
@@ -174,28 +175,20 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 	}
 
 	/**
-	 * {@code rate} per {@code period} as whole tokens per a whole number of nanoseconds, reduced: 2.5
-	 * per 1s is 5 per 2s.
+	 * {@code rate} per {@code period} as the core's exact rate, or the configuration's message naming
+	 * the bucket and the property.
 	 */
-	static long[] exactRate(String name, BigDecimal rate, Duration period) {
+	static Rate exactRate(String name, BigDecimal rate, Duration period) {
 		if (rate == null || rate.signum() <= 0) {
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate, RATE_ACCEPTED);
 		}
-		BigDecimal stripped = rate.stripTrailingZeros();
-		int scale = Math.max(stripped.scale(), 0);
-		BigInteger tokens = stripped.movePointRight(scale).toBigIntegerExact();
-		BigInteger nanos = BigInteger.valueOf(period.getSeconds()).multiply(BigInteger.valueOf(1_000_000_000L))
-			.add(BigInteger.valueOf(period.getNano()))
-			.multiply(BigInteger.TEN.pow(scale));
-		BigInteger gcd = tokens.gcd(nanos);
-		tokens = tokens.divide(gcd);
-		nanos = nanos.divide(gcd);
-		if (tokens.bitLength() > 62 || nanos.bitLength() > 62) {
-			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
-					RATE_ACCEPTED + " with fewer digits: " + rate + " per " + period + " has no exact form in whole"
-							+ " tokens per nanoseconds");
+		try {
+			return Rate.of(rate, period);
 		}
-		return new long[] { tokens.longValue(), nanos.longValue() };
+		catch (IllegalArgumentException ex) {
+			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
+					RATE_ACCEPTED + " with fewer digits: " + ex.getMessage());
+		}
 	}
 
 	private static String lower(String value) {

@@ -29,7 +29,7 @@ final class BucketFactory {
 		if (definition.type().equals("hybrid")) {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
 				.name(definition.name())
-				.rate(definition.tokens(), definition.tokenPeriod())
+				.rate(definition.exactRate())
 				.burstRatio(definition.burstRatio())
 				.maxBacklog(definition.maxBacklog())
 				.clock(clock)
@@ -41,7 +41,7 @@ final class BucketFactory {
 		}
 		return SharedTokenBucket.builder()
 			.name(definition.name())
-			.rate(definition.tokens(), definition.tokenPeriod())
+			.rate(definition.exactRate())
 			.limit(definition.limit())
 			.initial(definition.initial())
 			.cappedRelease(definition.cappedRelease())

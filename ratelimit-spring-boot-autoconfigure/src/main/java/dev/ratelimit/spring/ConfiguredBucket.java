@@ -78,7 +78,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 			throw new IllegalArgumentException(ex.getMessage(), ex);
 		}
 		if (rate != null) {
-			this.limiter.updateRate(next.tokens(), next.tokenPeriod());
+			this.limiter.updateRate(next.exactRate().tokens(), next.exactRate().period());
 		}
 		if (limit != null) {
 			this.limiter.updateLimit(limit);
