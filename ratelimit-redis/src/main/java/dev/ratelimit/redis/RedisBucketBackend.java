@@ -28,7 +28,7 @@ public class RedisBucketBackend implements BucketBackend {
 
 	@Override
 	public String name() {
-		return "redis";
+		return RateLimitRedisAutoConfiguration.BACKEND;
 	}
 
 	@Override

@@ -50,26 +50,16 @@ final class BucketFactory {
 			.build();
 	}
 
+	/**
+	 * No bean serves the backend: its module is not on the class path (a module that is there but
+	 * cannot serve says why itself, with an {@link UnavailableBucketBackend}).
+	 */
 	private static RateLimitConfigurationException missingBackend(BucketDefinition definition) {
-		boolean redisOnClassPath = isPresent("org.springframework.data.redis.connection.RedisConnectionFactory");
-		boolean moduleOnClassPath = isPresent("dev.ratelimit.redis.RedisTokenBucket");
-		String missing = !moduleOnClassPath ? "the dev.ratelimit:ratelimit-redis module is not on the class path"
-				: !redisOnClassPath ? "Spring Data Redis is not on the class path"
-						: "no RedisConnectionFactory bean exists";
+		String module = "dev.ratelimit:ratelimit-" + definition.backend();
 		return new RateLimitConfigurationException(
-				"Bucket '" + definition.name() + "' has backend " + definition.backend() + ", but " + missing + ".",
-				"Add dev.ratelimit:ratelimit-redis and spring-boot-starter-data-redis to the application and"
-						+ " configure a Redis connection (spring.data.redis.*), or set ratelimit.buckets."
-						+ definition.name() + ".backend to local.");
-	}
-
-	private static boolean isPresent(String className) {
-		try {
-			Class.forName(className, false, BucketFactory.class.getClassLoader());
-			return true;
-		}
-		catch (ClassNotFoundException | LinkageError ex) {
-			return false;
-		}
+				"Bucket '" + definition.name() + "' has backend " + definition.backend() + ", but no module provides"
+						+ " that backend: the " + module + " module is not on the class path.",
+				"Add " + module + " to the application (its README says what else it needs), or set"
+						+ " ratelimit.buckets." + definition.name() + ".backend to local.");
 	}
 }

@@ -247,7 +247,7 @@ class RateLimitAutoConfigurationTests {
 				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
 				assertThat(ex.getDescription()).contains("backend redis")
 					.contains("ratelimit-redis module is not on the class path");
-				assertThat(ex.getAction()).contains("spring-boot-starter-data-redis");
+				assertThat(ex.getAction()).contains("Add dev.ratelimit:ratelimit-redis");
 			});
 	}
 
