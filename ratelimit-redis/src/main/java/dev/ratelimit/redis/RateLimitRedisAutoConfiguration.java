@@ -1,5 +1,6 @@
 package dev.ratelimit.redis;
 
+import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.UnavailableBucketBackend;
 
@@ -22,8 +23,6 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
 		afterName = "org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration")
 public final class RateLimitRedisAutoConfiguration {
 
-	static final String BACKEND = "redis";
-
 	@Configuration(proxyBeanMethods = false)
 	@ConditionalOnClass(RedisConnectionFactory.class)
 	@ConditionalOnBean(RedisConnectionFactory.class)
@@ -42,7 +41,7 @@ public final class RateLimitRedisAutoConfiguration {
 
 		@Bean
 		UnavailableBucketBackend rateLimitRedisBucketBackend() {
-			return new UnavailableBucketBackend(BACKEND, "no RedisConnectionFactory bean exists",
+			return new UnavailableBucketBackend(Backend.REDIS, "no RedisConnectionFactory bean exists",
 					"Configure a Redis connection (spring.data.redis.*, with spring-boot-starter-data-redis) or"
 							+ " define a RedisConnectionFactory bean.");
 		}
@@ -54,7 +53,7 @@ public final class RateLimitRedisAutoConfiguration {
 
 		@Bean
 		UnavailableBucketBackend rateLimitRedisBucketBackend() {
-			return new UnavailableBucketBackend(BACKEND, "Spring Data Redis is not on the class path",
+			return new UnavailableBucketBackend(Backend.REDIS, "Spring Data Redis is not on the class path",
 					"Add spring-boot-starter-data-redis and configure a Redis connection (spring.data.redis.*).");
 		}
 	}

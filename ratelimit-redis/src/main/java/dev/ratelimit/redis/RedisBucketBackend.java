@@ -1,9 +1,9 @@
 package dev.ratelimit.redis;
 
-import java.util.Locale;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.BucketBackend;
 import dev.ratelimit.spring.BucketDefinition;
 
@@ -27,8 +27,8 @@ public class RedisBucketBackend implements BucketBackend {
 	}
 
 	@Override
-	public String name() {
-		return RateLimitRedisAutoConfiguration.BACKEND;
+	public Backend backend() {
+		return Backend.REDIS;
 	}
 
 	@Override
@@ -41,8 +41,7 @@ public class RedisBucketBackend implements BucketBackend {
 			.limit(definition.limit())
 			.cappedRelease(definition.cappedRelease())
 			.timeout(definition.redis().getTimeout())
-			.onFailure(RedisTokenBucket.OnFailure
-				.valueOf(definition.redis().getOnFailure().trim().toUpperCase(Locale.ROOT)))
+			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
 			.stats(stats)
 			.build();
 	}

@@ -5,7 +5,7 @@ import dev.ratelimit.core.StatsRecorder;
 
 /**
  * Makes the limiters of buckets whose state does not live in this JVM: a bean of this type serves
- * every bucket whose {@code backend} is its {@link #name()}. The {@code ratelimit-redis} module
+ * every bucket whose {@code backend} is its {@link #backend()}. The {@code ratelimit-redis} module
  * contributes the {@code redis} backend.
  */
 public interface BucketBackend {
@@ -13,9 +13,9 @@ public interface BucketBackend {
 	/**
 	 * The value of {@code ratelimit.buckets.<name>.backend} this backend serves.
 	 *
-	 * @return the backend name, e.g. {@code redis}
+	 * @return the backend
 	 */
-	String name();
+	Backend backend();
 
 	/**
 	 * Creates the limiter of one bucket.

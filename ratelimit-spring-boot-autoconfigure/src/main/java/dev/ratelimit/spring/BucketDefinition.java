@@ -3,8 +3,6 @@ package dev.ratelimit.spring;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
-import java.util.Locale;
-import java.util.Set;
 
 import dev.ratelimit.core.Rate;
 
@@ -13,8 +11,8 @@ import dev.ratelimit.core.Rate;
  * applied, a fractional rate turned into an exact whole number of tokens per period.
  *
  * @param name the bucket name
- * @param type {@code shared} or {@code hybrid}
- * @param backend {@code local} or {@code redis}
+ * @param type the limiter
+ * @param backend where the state lives
  * @param rate the rate as configured, per {@code period}
  * @param period the period as configured
  * @param exactRate {@code rate} per {@code period} as the core's exact {@link Rate} (2.5 per second is 5
@@ -29,18 +27,9 @@ import dev.ratelimit.core.Rate;
  *        {@code null}
  * @param redis the Redis settings (used only by the redis backend)
  */
-public record BucketDefinition(String name, String type, String backend, BigDecimal rate, Duration period,
+public record BucketDefinition(String name, BucketType type, Backend backend, BigDecimal rate, Duration period,
 		Rate exactRate, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
 		double burstRatio, Duration maxBacklog, RateLimitProperties.Redis redis) {
-
-	/** The bucket types. */
-	public static final Set<String> TYPES = Set.of("shared", "hybrid");
-
-	/** The backends. */
-	public static final Set<String> BACKENDS = Set.of("local", "redis");
-
-	/** The Redis failure policies. */
-	public static final Set<String> ON_FAILURE = Set.of("allow", "deny", "local");
 
 	private static final String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
 
@@ -53,14 +42,13 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
 	 */
 	public static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
-		String type = lower(bucket.getType());
-		if (!TYPES.contains(type)) {
-			throw RateLimitConfigurationException.invalidProperty(name, "type", bucket.getType(), "shared or hybrid");
+		BucketType type = bucket.getType();
+		if (type == null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "type", null, "shared or hybrid");
 		}
-		String backend = lower(bucket.getBackend());
-		if (!BACKENDS.contains(backend)) {
-			throw RateLimitConfigurationException.invalidProperty(name, "backend", bucket.getBackend(),
-					"local or redis");
+		Backend backend = bucket.getBackend();
+		if (backend == null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "backend", null, "local or redis");
 		}
 		if (bucket.getRate() == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", "missing", RATE_ACCEPTED);
@@ -82,15 +70,15 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 		if (limit != null && limit < 1) {
 			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit, "a whole number >= 1");
 		}
-		if (type.equals("hybrid")) {
+		if (type == BucketType.HYBRID) {
 			if (bucket.getInitial() != null) {
-				throw RateLimitConfigurationException.wrongType(name, "initial", type, "shared");
+				throw RateLimitConfigurationException.wrongType(name, "initial", type.value(), "shared");
 			}
 			if (bucket.getCappedRelease() != null) {
-				throw RateLimitConfigurationException.wrongType(name, "capped-release", type, "shared");
+				throw RateLimitConfigurationException.wrongType(name, "capped-release", type.value(), "shared");
 			}
-			if (backend.equals("redis")) {
-				throw RateLimitConfigurationException.invalidProperty(name, "backend", bucket.getBackend(),
+			if (backend != Backend.LOCAL) {
+				throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
 						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 			}
 			double ratio = (bucket.getBurstRatio() != null) ? bucket.getBurstRatio() : 1.1;
@@ -107,12 +95,12 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 					maxWait, ratio, maxBacklog, redis);
 		}
 		if (bucket.getBurstRatio() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type, "hybrid");
+			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
 		}
 		if (bucket.getMaxBacklog() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "max-backlog", type, "hybrid");
+			throw RateLimitConfigurationException.wrongType(name, "max-backlog", type.value(), "hybrid");
 		}
-		if (backend.equals("redis") && bucket.getInitial() != null) {
+		if (backend != Backend.LOCAL && bucket.getInitial() != null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
 					"nothing: a bucket on Redis is shared by every instance and starts full; remove it");
 		}
@@ -151,10 +139,8 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 	}
 
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
-		String onFailure = lower(redis.getOnFailure());
-		if (!ON_FAILURE.contains(onFailure)) {
-			throw RateLimitConfigurationException.invalidProperty(name, "redis.on-failure", redis.getOnFailure(),
-					"allow, deny or local");
+		if (redis.getOnFailure() == null) {
+			throw RateLimitConfigurationException.invalidProperty(name, "redis.on-failure", null, "allow, deny or local");
 		}
 		Duration timeout = redis.getTimeout();
 		if (timeout == null || timeout.isZero() || timeout.isNegative()) {
@@ -191,7 +177,4 @@ public record BucketDefinition(String name, String type, String backend, BigDeci
 		}
 	}
 
-	private static String lower(String value) {
-		return (value != null) ? value.trim().toLowerCase(Locale.ROOT) : "";
-	}
 }

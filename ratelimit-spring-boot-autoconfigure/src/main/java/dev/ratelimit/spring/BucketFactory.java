@@ -19,14 +19,14 @@ final class BucketFactory {
 
 	static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
 			List<BucketBackend> backends) {
-		if (!definition.backend().equals("local")) {
+		if (definition.backend() != Backend.LOCAL) {
 			BucketBackend backend = backends.stream()
-				.filter((candidate) -> candidate.name().equals(definition.backend()))
+				.filter((candidate) -> candidate.backend() == definition.backend())
 				.findFirst()
 				.orElseThrow(() -> missingBackend(definition));
 			return backend.create(definition, stats);
 		}
-		if (definition.type().equals("hybrid")) {
+		if (definition.type() == BucketType.HYBRID) {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
 				.name(definition.name())
 				.rate(definition.exactRate())
@@ -55,9 +55,9 @@ final class BucketFactory {
 	 * cannot serve says why itself, with an {@link UnavailableBucketBackend}).
 	 */
 	private static RateLimitConfigurationException missingBackend(BucketDefinition definition) {
-		String module = "dev.ratelimit:ratelimit-" + definition.backend();
+		String module = "dev.ratelimit:ratelimit-" + definition.backend().value();
 		return new RateLimitConfigurationException(
-				"Bucket '" + definition.name() + "' has backend " + definition.backend() + ", but no module provides"
+				"Bucket '" + definition.name() + "' has backend " + definition.backend().value() + ", but no module provides"
 						+ " that backend: the " + module + " module is not on the class path.",
 				"Add " + module + " to the application (its README says what else it needs), or set"
 						+ " ratelimit.buckets." + definition.name() + ".backend to local.");

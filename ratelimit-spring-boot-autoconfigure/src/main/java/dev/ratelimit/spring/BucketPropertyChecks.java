@@ -1,9 +1,13 @@
 package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
+import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Locale;
+import java.util.Map;
 import java.util.Set;
+import java.util.stream.Collectors;
 import java.util.regex.Pattern;
 
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
@@ -33,6 +37,12 @@ final class BucketPropertyChecks {
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout");
 
 	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial");
+
+	/** Properties bound to enums, with their values as written and how to say them. */
+	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES = Map.of(
+			"type", Map.entry(values(BucketType.values()), "shared or hybrid"),
+			"backend", Map.entry(values(Backend.values()), "local or redis"),
+			"redis.on-failure", Map.entry(values(OnFailure.values()), "allow, deny or local"));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
 
@@ -77,6 +87,10 @@ final class BucketPropertyChecks {
 			return;
 		}
 		String text = value.toString();
+		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
+		if (choices != null && !choices.getKey().contains(text.trim().toLowerCase(Locale.ROOT))) {
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());
+		}
 		if (DURATIONS.contains(property) && BARE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
@@ -88,6 +102,12 @@ final class BucketPropertyChecks {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
 					"a whole number (a fractional " + property + " is not rounded)");
 		}
+	}
+
+	private static Set<String> values(Enum<?>[] constants) {
+		return Arrays.stream(constants)
+			.map((constant) -> constant.name().toLowerCase(Locale.ROOT))
+			.collect(Collectors.toUnmodifiableSet());
 	}
 
 	/** The known property closest to {@code property} by edit distance. */

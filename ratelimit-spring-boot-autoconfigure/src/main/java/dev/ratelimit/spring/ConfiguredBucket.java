@@ -26,12 +26,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	@Override
 	public String type() {
-		return this.definition.type();
+		return this.definition.type().value();
 	}
 
 	@Override
 	public String backend() {
-		return this.definition.backend();
+		return this.definition.backend().value();
 	}
 
 	@Override

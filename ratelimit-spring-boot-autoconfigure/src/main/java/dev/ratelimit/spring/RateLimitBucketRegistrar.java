@@ -70,10 +70,10 @@ final class RateLimitBucketRegistrar
 	}
 
 	private static Class<? extends RateLimiter> beanType(BucketDefinition definition) {
-		if (!definition.backend().equals("local")) {
+		if (definition.backend() != Backend.LOCAL) {
 			return RateLimiter.class;
 		}
-		return definition.type().equals("hybrid") ? HybridRateLimiter.class : SharedTokenBucket.class;
+		return definition.type() == BucketType.HYBRID ? HybridRateLimiter.class : SharedTokenBucket.class;
 	}
 
 	private RateLimiter create(BucketDefinition definition) {

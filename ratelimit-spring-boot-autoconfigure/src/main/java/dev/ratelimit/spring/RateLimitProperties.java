@@ -77,7 +77,7 @@ public class RateLimitProperties {
 		 * Kind of limiter: shared (the rover token bucket, bursts up to limit) or hybrid (the three-pool
 		 * pacer that holds a schedule).
 		 */
-		private String type = "shared";
+		private BucketType type = BucketType.SHARED;
 
 		/**
 		 * Tokens (hybrid: operations) per period; > 0, fractions allowed (0.5 per 1s is 1 per 2s).
@@ -128,18 +128,18 @@ public class RateLimitProperties {
 		 * Where the bucket's state lives: local (in this JVM) or redis (shared by every instance, needs
 		 * ratelimit-redis and a RedisConnectionFactory).
 		 */
-		private String backend = "local";
+		private Backend backend = Backend.LOCAL;
 
 		/**
 		 * Settings of the redis backend.
 		 */
 		private final Redis redis = new Redis();
 
-		public String getType() {
+		public BucketType getType() {
 			return this.type;
 		}
 
-		public void setType(String type) {
+		public void setType(BucketType type) {
 			this.type = type;
 		}
 
@@ -207,11 +207,11 @@ public class RateLimitProperties {
 			this.maxBacklog = maxBacklog;
 		}
 
-		public String getBackend() {
+		public Backend getBackend() {
 			return this.backend;
 		}
 
-		public void setBackend(String backend) {
+		public void setBackend(Backend backend) {
 			this.backend = backend;
 		}
 
@@ -239,7 +239,7 @@ public class RateLimitProperties {
 		 * What a call does when Redis does not answer in time: allow (let it through), deny (refuse it)
 		 * or local (limit it with an in-memory bucket of the same rate and limit).
 		 */
-		private String onFailure = "allow";
+		private OnFailure onFailure = OnFailure.ALLOW;
 
 		public String getKeyPrefix() {
 			return this.keyPrefix;
@@ -257,11 +257,11 @@ public class RateLimitProperties {
 			this.timeout = timeout;
 		}
 
-		public String getOnFailure() {
+		public OnFailure getOnFailure() {
 			return this.onFailure;
 		}
 
-		public void setOnFailure(String onFailure) {
+		public void setOnFailure(OnFailure onFailure) {
 			this.onFailure = onFailure;
 		}
 	}

@@ -9,16 +9,16 @@ import dev.ratelimit.core.StatsRecorder;
  * that a bucket naming the backend fails start-up with the module's own explanation (the
  * auto-configuration knows no backend by name).
  *
- * @param name the backend's value of {@code ratelimit.buckets.<name>.backend}
+ * @param backend the backend it stands for
  * @param missing what is missing, e.g. "no RedisConnectionFactory bean exists"
  * @param action what to do about it
  */
-public record UnavailableBucketBackend(String name, String missing, String action) implements BucketBackend {
+public record UnavailableBucketBackend(Backend backend, String missing, String action) implements BucketBackend {
 
 	@Override
 	public RateLimiter create(BucketDefinition definition, StatsRecorder stats) {
 		throw new RateLimitConfigurationException(
-				"Bucket '" + definition.name() + "' has backend " + this.name + ", but " + this.missing + ".",
+				"Bucket '" + definition.name() + "' has backend " + this.backend.value() + ", but " + this.missing + ".",
 				this.action + " Or set ratelimit.buckets." + definition.name() + ".backend to local.");
 	}
 }

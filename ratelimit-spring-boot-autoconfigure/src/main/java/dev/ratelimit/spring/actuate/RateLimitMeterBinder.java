@@ -4,6 +4,7 @@ import java.util.function.ToDoubleFunction;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.BucketType;
 import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -76,7 +77,7 @@ public class RateLimitMeterBinder implements MeterBinder {
 				.description("1 while the bucket's backend answers, 0 while it applies its failure policy")
 				.register(meters);
 		}
-		if (bucket.type().equals("hybrid")) {
+		if (bucket.type().equals(BucketType.HYBRID.value())) {
 			poolGauge(meters, name, limiter, "active", (p) -> p.active());
 			poolGauge(meters, name, limiter, "burst", (p) -> p.burst());
 			poolGauge(meters, name, limiter, "waiting", (p) -> p.waiting());
