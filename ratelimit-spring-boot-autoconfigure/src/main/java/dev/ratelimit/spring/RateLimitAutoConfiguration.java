@@ -2,9 +2,11 @@ package dev.ratelimit.spring;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
+import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
@@ -13,6 +15,7 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
@@ -43,10 +46,31 @@ public final class RateLimitAutoConfiguration {
 		return new RateLimitBucketRegistrar();
 	}
 
-	@Bean
-	@ConditionalOnMissingBean
-	BucketStatsFactory rateLimitBucketStatsFactory() {
-		return (bucket) -> StatsRecorder.concurrent();
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnMissingClass("io.micrometer.core.instrument.MeterRegistry")
+	static class CountingStatsConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		BucketStatsFactory rateLimitBucketStatsFactory() {
+			return (bucket) -> StatsRecorder.concurrent();
+		}
+	}
+
+	/**
+	 * With Micrometer on the class path, buckets also time their waits on the application's registry
+	 * (looked up when a bucket is made, after every registry exists; without one, they only count).
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
+	static class MicrometerStatsConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		BucketStatsFactory rateLimitBucketStatsFactory(ObjectProvider<MeterRegistry> meters) {
+			MicrometerBucketStatsFactory timed = new MicrometerBucketStatsFactory(meters::getObject);
+			return (bucket) -> (meters.getIfAvailable() != null) ? timed.create(bucket) : StatsRecorder.concurrent();
+		}
 	}
 
 	@Bean
