@@ -143,7 +143,7 @@ public final class HybridRateLimiter implements RateLimiter {
 		this.name = builder.name;
 		this.clock = builder.clock;
 		this.stats = builder.stats;
-		Settings s = new Settings(Rate.of(builder.operations, builder.period), builder.burstRatio, builder.limit,
+		Settings s = new Settings(builder.rate(), builder.burstRatio, builder.limit,
 				maxBacklogNanos(builder.maxBacklog));
 		this.settings = s;
 		this.lastFill = this.clock.getAsLong();
@@ -875,13 +875,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	/**
 	 * Builds a {@link HybridRateLimiter}. Only the rate is required.
 	 */
-	public static final class Builder {
-
-		private String name;
-
-		private long operations;
-
-		private Duration period;
+	public static final class Builder extends RateLimiterBuilder<Builder> {
 
 		private double burstRatio = 1.1;
 
@@ -889,45 +883,7 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		private Duration maxBacklog;
 
-		private LongSupplier clock = System::nanoTime;
-
-		private StatsRecorder stats = StatsRecorder.disabled();
-
 		private Builder() {
-		}
-
-		/**
-		 * Names the pacer; the name is carried by {@link RateLimitExceededException}.
-		 *
-		 * @param name the name, may be {@code null}
-		 * @return this builder
-		 */
-		public Builder name(String name) {
-			this.name = name;
-			return this;
-		}
-
-		/**
-		 * The rate.
-		 *
-		 * @param rate the rate
-		 * @return this builder
-		 */
-		public Builder rate(Rate rate) {
-			return rate(rate.tokens(), rate.period());
-		}
-
-		/**
-		 * The rate: {@code operations} per {@code period}, both {@code > 0}.
-		 *
-		 * @param operations operations per period
-		 * @param period the period
-		 * @return this builder
-		 */
-		public Builder rate(long operations, Duration period) {
-			this.operations = operations;
-			this.period = period;
-			return this;
 		}
 
 		/**
@@ -964,34 +920,6 @@ public final class HybridRateLimiter implements RateLimiter {
 		 */
 		public Builder maxBacklog(Duration maxBacklog) {
 			this.maxBacklog = maxBacklog;
-			return this;
-		}
-
-		/**
-		 * The nanosecond clock; default {@code System::nanoTime}.
-		 *
-		 * @param nanoClock the clock
-		 * @return this builder
-		 */
-		public Builder clock(LongSupplier nanoClock) {
-			if (nanoClock == null) {
-				throw new IllegalArgumentException("clock must not be null");
-			}
-			this.clock = nanoClock;
-			return this;
-		}
-
-		/**
-		 * Where granted and refused calls are counted; default {@link StatsRecorder#disabled()}.
-		 *
-		 * @param stats the recorder
-		 * @return this builder
-		 */
-		public Builder stats(StatsRecorder stats) {
-			if (stats == null) {
-				throw new IllegalArgumentException("stats must not be null");
-			}
-			this.stats = stats;
 			return this;
 		}
 

@@ -167,10 +167,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	private volatile long ceil;
 
 	private SharedTokenBucket(Builder builder) {
-		if (builder.period == null && builder.tokens == 0) {
-			throw new IllegalArgumentException("rate must be set: rate(tokens, period) with both > 0");
-		}
-		Rate rate = Rate.of(builder.tokens, builder.period);
+		Rate rate = builder.rate();
 		long lim = (builder.limit != null) ? builder.limit : defaultLimit(rate);
 		if (lim < 1) {
 			throw new IllegalArgumentException("limit must be >= 1, was " + lim);
@@ -185,7 +182,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		this.name = builder.name;
 		this.clock = builder.clock;
-		this.monotonic = (builder.clock == Builder.NANO_TIME);
+		this.monotonic = (builder.clock == RateLimiterBuilder.NANO_TIME);
 		this.cappedRelease = builder.cappedRelease;
 		this.threshold = builder.threshold;
 		this.stats = builder.stats;
@@ -1012,13 +1009,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	/**
 	 * Builds a {@link SharedTokenBucket}. Only the rate is required.
 	 */
-	public static final class Builder {
-
-		private String name;
-
-		private long tokens;
-
-		private Duration period;
+	public static final class Builder extends RateLimiterBuilder<Builder> {
 
 		private Long limit;
 
@@ -1028,48 +1019,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		private long threshold = 1;
 
-		/** The default clock; monotonic within a JVM. */
-		static final LongSupplier NANO_TIME = System::nanoTime;
-
-		private LongSupplier clock = NANO_TIME;
-
-		private StatsRecorder stats = StatsRecorder.disabled();
-
 		private Builder() {
-		}
-
-		/**
-		 * Names the bucket; the name is carried by {@link RateLimitExceededException}.
-		 *
-		 * @param name the name, may be {@code null}
-		 * @return this builder
-		 */
-		public Builder name(String name) {
-			this.name = name;
-			return this;
-		}
-
-		/**
-		 * The rate: {@code tokens} per {@code period}, both {@code > 0}.
-		 *
-		 * @param tokens tokens per period
-		 * @param period the period
-		 * @return this builder
-		 */
-		public Builder rate(long tokens, Duration period) {
-			this.tokens = tokens;
-			this.period = period;
-			return this;
-		}
-
-		/**
-		 * The rate.
-		 *
-		 * @param rate the rate
-		 * @return this builder
-		 */
-		public Builder rate(Rate rate) {
-			return rate(rate.tokens(), rate.period());
 		}
 
 		/**
@@ -1114,34 +1064,6 @@ public final class SharedTokenBucket implements RateLimiter {
 		 */
 		public Builder threshold(long threshold) {
 			this.threshold = threshold;
-			return this;
-		}
-
-		/**
-		 * The nanosecond clock; default {@code System::nanoTime}.
-		 *
-		 * @param nanoClock the clock
-		 * @return this builder
-		 */
-		public Builder clock(LongSupplier nanoClock) {
-			if (nanoClock == null) {
-				throw new IllegalArgumentException("clock must not be null");
-			}
-			this.clock = nanoClock;
-			return this;
-		}
-
-		/**
-		 * Where granted and refused calls are counted; default {@link StatsRecorder#disabled()}.
-		 *
-		 * @param stats the recorder
-		 * @return this builder
-		 */
-		public Builder stats(StatsRecorder stats) {
-			if (stats == null) {
-				throw new IllegalArgumentException("stats must not be null");
-			}
-			this.stats = stats;
 			return this;
 		}
 

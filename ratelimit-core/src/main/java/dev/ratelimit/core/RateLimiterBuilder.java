@@ -1,0 +1,103 @@
+package dev.ratelimit.core;
+
+import java.time.Duration;
+import java.util.function.LongSupplier;
+
+/**
+ * What the builders of both limiters share: the name, the rate, the clock and the statistics.
+ *
+ * @param <B> the concrete builder, returned by every setter
+ */
+public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
+
+	/** The default clock; monotonic within a JVM. */
+	static final LongSupplier NANO_TIME = System::nanoTime;
+
+	String name;
+
+	long tokens;
+
+	Duration period;
+
+	LongSupplier clock = NANO_TIME;
+
+	StatsRecorder stats = StatsRecorder.disabled();
+
+	RateLimiterBuilder() {
+	}
+
+	/**
+	 * Names the limiter; the name is carried by {@link RateLimitExceededException}.
+	 *
+	 * @param name the name, may be {@code null}
+	 * @return this builder
+	 */
+	public B name(String name) {
+		this.name = name;
+		return self();
+	}
+
+	/**
+	 * The rate: {@code tokens} (for the pacer: operations) per {@code period}, both {@code > 0}.
+	 *
+	 * @param tokens tokens per period
+	 * @param period the period
+	 * @return this builder
+	 */
+	public B rate(long tokens, Duration period) {
+		this.tokens = tokens;
+		this.period = period;
+		return self();
+	}
+
+	/**
+	 * The rate.
+	 *
+	 * @param rate the rate
+	 * @return this builder
+	 */
+	public B rate(Rate rate) {
+		return rate(rate.tokens(), rate.period());
+	}
+
+	/**
+	 * The nanosecond clock; default {@code System::nanoTime}.
+	 *
+	 * @param nanoClock the clock
+	 * @return this builder
+	 */
+	public B clock(LongSupplier nanoClock) {
+		if (nanoClock == null) {
+			throw new IllegalArgumentException("clock must not be null");
+		}
+		this.clock = nanoClock;
+		return self();
+	}
+
+	/**
+	 * Where granted and refused calls are counted; default {@link StatsRecorder#disabled()}.
+	 *
+	 * @param stats the recorder
+	 * @return this builder
+	 */
+	public B stats(StatsRecorder stats) {
+		if (stats == null) {
+			throw new IllegalArgumentException("stats must not be null");
+		}
+		this.stats = stats;
+		return self();
+	}
+
+	/** The rate given, checked. */
+	Rate rate() {
+		if (this.period == null && this.tokens == 0) {
+			throw new IllegalArgumentException("rate must be set: rate(tokens, period) with both > 0");
+		}
+		return Rate.of(this.tokens, this.period);
+	}
+
+	@SuppressWarnings("unchecked")
+	private B self() {
+		return (B) this;
+	}
+}
