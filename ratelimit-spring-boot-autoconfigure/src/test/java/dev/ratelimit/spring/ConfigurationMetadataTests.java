@@ -1,0 +1,45 @@
+package dev.ratelimit.spring;
+
+import java.io.InputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.json.JsonParserFactory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The IDE's view of the configuration: the generated {@code spring-configuration-metadata.json}
+ * describes every property a bucket knows, with its type and a description.
+ */
+class ConfigurationMetadataTests {
+
+	@Test
+	@SuppressWarnings("unchecked")
+	void describesEveryBucketPropertyWithATypeAndADescription() throws Exception {
+		String json;
+		try (InputStream in = getClass().getResourceAsStream("/META-INF/spring-configuration-metadata.json")) {
+			assertThat(in).as("the generated metadata").isNotNull();
+			json = new String(in.readAllBytes(), StandardCharsets.UTF_8);
+		}
+		Map<String, Object> metadata = JsonParserFactory.getJsonParser().parseMap(json);
+		Map<String, Map<String, Object>> properties = new HashMap<>();
+		for (Object property : (List<Object>) metadata.get("properties")) {
+			Map<String, Object> entry = (Map<String, Object>) property;
+			properties.put((String) entry.get("name"), entry);
+		}
+		List<String> known = BucketPropertyChecks.KNOWN;
+		assertThat(known).isNotEmpty();
+		for (String name : known) {
+			Map<String, Object> property = properties.get("ratelimit.buckets.*." + name);
+			assertThat(property).as("metadata of ratelimit.buckets.*.%s", name).isNotNull();
+			assertThat((String) property.get("type")).as("type of %s", name).isNotBlank();
+			assertThat((String) property.get("description")).as("description of %s", name).isNotBlank();
+		}
+		assertThat(properties).containsKeys("ratelimit.buckets", "ratelimit.enabled", "ratelimit.interceptor-order");
+	}
+}
