@@ -7,6 +7,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.LongSupplier;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * The life of a {@link Reservation}, shared by every limiter: the deadline, the one-way states, the
  * count of callers waiting, the statistics, and the blocking wait built on polling.
@@ -60,7 +62,7 @@ public abstract class AbstractReservation implements Reservation {
 		}
 	}
 
-	private final String limiterName;
+	private final @Nullable String limiterName;
 
 	private final long tokens;
 
@@ -76,10 +78,10 @@ public abstract class AbstractReservation implements Reservation {
 	private final long budgetNanos;
 
 	/** The thread parked in {@link #await()}, woken early by {@link #wake()}. */
-	private volatile Thread sleeper;
+	private volatile @Nullable Thread sleeper;
 
 	/** What {@link #wake()} runs for a caller that waits without a thread, set by {@link #onWake}. */
-	private volatile Runnable wakeAction;
+	private volatile @Nullable Runnable wakeAction;
 
 	/** Accessed through {@link #STATE}. */
 	@SuppressWarnings("unused")
@@ -96,7 +98,7 @@ public abstract class AbstractReservation implements Reservation {
 	 * @param stats where the outcome is recorded
 	 * @param waiting the limiter's count of waiting callers
 	 */
-	protected AbstractReservation(String limiterName, long tokens, Duration maxWait, LongSupplier clock,
+	protected AbstractReservation(@Nullable String limiterName, long tokens, Duration maxWait, LongSupplier clock,
 			long startNanos, StatsRecorder stats, AtomicInteger waiting) {
 		this.limiterName = limiterName;
 		this.tokens = tokens;

@@ -11,6 +11,8 @@ import java.util.function.LongSupplier;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A pacer that holds a schedule: nosqlbench's hybrid rate limiter, exact and without a filler thread.
  *
@@ -98,7 +100,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	private static final String SPEC_FORM = "<rate>[,<burst-ratio>] (operations per second, optional K/M/G suffix;"
 			+ " burst ratio >= 1.0), e.g. \"12000\", \"12K,1.1\" or \"0.5\"";
 
-	private final String name;
+	private final @Nullable String name;
 
 	private final LongSupplier clock;
 
@@ -196,7 +198,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	// ---- RateLimiter ----------------------------------------------------------------------------------
 
 	@Override
-	public String name() {
+	public @Nullable String name() {
 		return this.name;
 	}
 
@@ -703,7 +705,7 @@ public final class HybridRateLimiter implements RateLimiter {
 		return (this.name != null) ? " '" + this.name + "'" : "";
 	}
 
-	private static long maxBacklogNanos(Duration maxBacklog) {
+	private static long maxBacklogNanos(@Nullable Duration maxBacklog) {
 		if (maxBacklog == null) {
 			return Long.MAX_VALUE;
 		}
@@ -741,7 +743,7 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		final long ratioDen;
 
-		final Long limit;
+		final @Nullable Long limit;
 
 		final long maxBacklog;
 
@@ -750,7 +752,7 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		final long cap;
 
-		Settings(Rate rate, double burstRatio, Long limit, long maxBacklog) {
+		Settings(Rate rate, double burstRatio, @Nullable Long limit, long maxBacklog) {
 			if (!(burstRatio >= 1.0) || Double.isInfinite(burstRatio)) {
 				throw new IllegalArgumentException("burstRatio must be >= 1.0, was " + burstRatio);
 			}
@@ -879,9 +881,9 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		private double burstRatio = 1.1;
 
-		private Long limit;
+		private @Nullable Long limit;
 
-		private Duration maxBacklog;
+		private @Nullable Duration maxBacklog;
 
 		private Builder() {
 		}
@@ -918,7 +920,7 @@ public final class HybridRateLimiter implements RateLimiter {
 		 * @param maxBacklog the bound, {@code >= 0}, or {@code null} for none
 		 * @return this builder
 		 */
-		public Builder maxBacklog(Duration maxBacklog) {
+		public Builder maxBacklog(@Nullable Duration maxBacklog) {
 			this.maxBacklog = maxBacklog;
 			return this;
 		}

@@ -7,6 +7,8 @@ import java.util.Locale;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * An exact rate: a whole number of tokens per period, held as the reduced fraction
  * {@code numerator / denominator} tokens per nanosecond, so that no remainder is ever rounded away
@@ -124,7 +126,7 @@ public final class Rate {
 	 * @return the rate
 	 * @throws IllegalArgumentException showing the accepted form, for anything else
 	 */
-	public static Rate parse(String spec) {
+	public static Rate parse(@Nullable String spec) {
 		Matcher m = (spec != null) ? DECIMAL.matcher(spec) : null;
 		if (m == null || !m.matches()) {
 			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": expected " + DECIMAL_FORM);
@@ -303,7 +305,7 @@ public final class Rate {
 	}
 
 	@Override
-	public boolean equals(Object other) {
+	public boolean equals(@Nullable Object other) {
 		return (other instanceof Rate that) && this.numerator == that.numerator
 				&& this.denominator == that.denominator;
 	}

@@ -3,6 +3,8 @@ package dev.ratelimit.core;
 import java.time.Duration;
 import java.util.Objects;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * Thrown when a {@link RateLimiter} refuses a call: the tokens asked for could not be had within the
  * caller's max-wait. The caller kept no token.
@@ -13,13 +15,13 @@ public class RateLimitExceededException extends RuntimeException {
 
 	private static final long serialVersionUID = 1L;
 
-	private final String bucket;
+	private final @Nullable String bucket;
 
 	private final long cost;
 
 	private final Duration retryAfter;
 
-	private final String key;
+	private final @Nullable String key;
 
 	/**
 	 * Creates the exception with a message that names the bucket, the cost and the wait.
@@ -28,7 +30,7 @@ public class RateLimitExceededException extends RuntimeException {
 	 * @param cost the tokens asked for
 	 * @param retryAfter the wait that would have been needed, {@code >= 0}
 	 */
-	public RateLimitExceededException(String bucket, long cost, Duration retryAfter) {
+	public RateLimitExceededException(@Nullable String bucket, long cost, Duration retryAfter) {
 		this(bucket, cost, retryAfter, defaultMessage(bucket, cost, retryAfter));
 	}
 
@@ -40,7 +42,7 @@ public class RateLimitExceededException extends RuntimeException {
 	 * @param retryAfter the wait that would have been needed, {@code >= 0}
 	 * @param message the detail message
 	 */
-	public RateLimitExceededException(String bucket, long cost, Duration retryAfter, String message) {
+	public RateLimitExceededException(@Nullable String bucket, long cost, Duration retryAfter, String message) {
 		this(bucket, null, cost, retryAfter, message);
 	}
 
@@ -53,7 +55,7 @@ public class RateLimitExceededException extends RuntimeException {
 	 * @param cost the tokens asked for
 	 * @param retryAfter the wait that would have been needed, {@code >= 0}
 	 */
-	public RateLimitExceededException(String bucket, String key, long cost, Duration retryAfter) {
+	public RateLimitExceededException(String bucket, @Nullable String key, long cost, Duration retryAfter) {
 		this(bucket, key, cost, retryAfter, defaultMessage(bucket, cost, retryAfter));
 	}
 
@@ -66,7 +68,8 @@ public class RateLimitExceededException extends RuntimeException {
 	 * @param retryAfter the wait that would have been needed, {@code >= 0}
 	 * @param message the detail message
 	 */
-	public RateLimitExceededException(String bucket, String key, long cost, Duration retryAfter, String message) {
+	public RateLimitExceededException(@Nullable String bucket, @Nullable String key, long cost, Duration retryAfter,
+			String message) {
 		super(message, null, false, false);
 		this.bucket = bucket;
 		this.key = key;
@@ -74,7 +77,7 @@ public class RateLimitExceededException extends RuntimeException {
 		this.retryAfter = Objects.requireNonNull(retryAfter, "retryAfter");
 	}
 
-	private static String defaultMessage(String bucket, long cost, Duration retryAfter) {
+	private static String defaultMessage(@Nullable String bucket, long cost, Duration retryAfter) {
 		String who = (bucket != null) ? "bucket '" + bucket + "'" : "rate limiter";
 		return "Rate limit exceeded on " + who + ": " + cost + (cost == 1 ? " token" : " tokens")
 				+ " would need a wait of " + retryAfter;
@@ -85,7 +88,7 @@ public class RateLimitExceededException extends RuntimeException {
 	 *
 	 * @return the name, or {@code null} for an unnamed core limiter
 	 */
-	public String getBucket() {
+	public @Nullable String getBucket() {
 		return this.bucket;
 	}
 
@@ -94,7 +97,7 @@ public class RateLimitExceededException extends RuntimeException {
 	 *
 	 * @return the key, or {@code null} for a bucket without keys
 	 */
-	public String getKey() {
+	public @Nullable String getKey() {
 		return this.key;
 	}
 

@@ -2,6 +2,8 @@ package dev.ratelimit.core;
 
 import java.time.Duration;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A source of permits at a bounded rate: what both kinds of limiter in this package, the
  * {@link SharedTokenBucket rover bucket} and the {@link HybridRateLimiter pacer}, offer their callers.
@@ -32,7 +34,7 @@ public interface RateLimiter {
 	 *
 	 * @return the name, or {@code null} for an unnamed limiter
 	 */
-	String name();
+	@Nullable String name();
 
 	/**
 	 * Takes {@code n} tokens if they are there now, without waiting; otherwise takes nothing.

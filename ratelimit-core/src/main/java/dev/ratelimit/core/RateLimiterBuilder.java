@@ -3,6 +3,8 @@ package dev.ratelimit.core;
 import java.time.Duration;
 import java.util.function.LongSupplier;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * What the builders of both limiters share: the name, the rate, the clock and the statistics.
  *
@@ -13,11 +15,11 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	/** The default clock; monotonic within a JVM. */
 	static final LongSupplier NANO_TIME = System::nanoTime;
 
-	String name;
+	@Nullable String name;
 
 	long tokens;
 
-	Duration period;
+	@Nullable Duration period;
 
 	LongSupplier clock = NANO_TIME;
 
@@ -32,7 +34,7 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	 * @param name the name, may be {@code null}
 	 * @return this builder
 	 */
-	public B name(String name) {
+	public B name(@Nullable String name) {
 		this.name = name;
 		return self();
 	}

@@ -3,6 +3,8 @@ package dev.ratelimit.core;
 import java.time.Duration;
 import java.util.Objects;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A consistent view of a {@link RateLimiter} at one instant, as {@link RateLimiter#snapshot()}
  * returns it. Token figures are in the limiter's unit: tokens for the rover bucket, operations
@@ -24,7 +26,7 @@ import java.util.Objects;
  */
 public record RateLimiterSnapshot(long rate, Duration period, double limit, boolean cappedRelease,
 		double available, double deficiency, int waiting, double inFlight, long granted, long rejected,
-		Pools pools, Duration behindSchedule) {
+		@Nullable Pools pools, Duration behindSchedule) {
 
 	/**
 	 * Checks the figures that every view must have.

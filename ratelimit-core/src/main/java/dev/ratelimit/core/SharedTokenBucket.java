@@ -9,6 +9,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongSupplier;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A token bucket shared by many threads: seastar's rover bucket, exact, with a lock-free fast path.
  *
@@ -130,7 +132,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 	}
 
-	private final String name;
+	private final @Nullable String name;
 
 	private final LongSupplier clock;
 
@@ -404,7 +406,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	// ---- RateLimiter ----------------------------------------------------------------------------------
 
 	@Override
-	public String name() {
+	public @Nullable String name() {
 		return this.name;
 	}
 

@@ -4,6 +4,8 @@ import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
 
+import org.jspecify.annotations.Nullable;
+
 import dev.ratelimit.core.Rate;
 
 /**
@@ -28,8 +30,8 @@ import dev.ratelimit.core.Rate;
  * @param redis the Redis settings (used only by the redis backend)
  */
 public record BucketDefinition(String name, BucketType type, Backend backend, BigDecimal rate, Duration period,
-		Rate exactRate, Long limit, Long initial, boolean cappedRelease, Duration maxWait,
-		double burstRatio, Duration maxBacklog, RateLimitProperties.Redis redis) {
+		Rate exactRate, @Nullable Long limit, @Nullable Long initial, boolean cappedRelease, Duration maxWait,
+		double burstRatio, @Nullable Duration maxBacklog, RateLimitProperties.Redis redis) {
 
 	private static final String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
 
@@ -123,7 +125,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 	 * @return the changed definition
 	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
 	 */
-	public BucketDefinition withRateAndLimit(BigDecimal newRate, Long newLimit) {
+	public BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 		BigDecimal r = (newRate != null) ? newRate : this.rate;
 		Rate exact = exactRate(this.name, r, this.period);
 		Long l = (newLimit != null) ? newLimit : this.limit;
@@ -164,7 +166,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 	 * {@code rate} per {@code period} as the core's exact rate, or the configuration's message naming
 	 * the bucket and the property.
 	 */
-	static Rate exactRate(String name, BigDecimal rate, Duration period) {
+	static Rate exactRate(String name, @Nullable BigDecimal rate, Duration period) {
 		if (rate == null || rate.signum() <= 0) {
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate, RATE_ACCEPTED);
 		}

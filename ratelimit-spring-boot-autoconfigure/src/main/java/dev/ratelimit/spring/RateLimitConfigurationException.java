@@ -2,6 +2,8 @@ package dev.ratelimit.spring;
 
 import java.util.Collection;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * A configuration the starter cannot run with: a bucket property out of range, a property of the
  * other bucket type, an annotation naming a bucket that does not exist, a backend that is missing.
@@ -36,7 +38,7 @@ public class RateLimitConfigurationException extends IllegalStateException {
 	 * @param accepted what is accepted
 	 * @return the exception
 	 */
-	public static RateLimitConfigurationException invalidProperty(String bucket, String property, Object value,
+	public static RateLimitConfigurationException invalidProperty(String bucket, String property, @Nullable Object value,
 			String accepted) {
 		return new RateLimitConfigurationException(
 				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " is " + quoted(value) + ", which is not accepted.",
@@ -103,7 +105,7 @@ public class RateLimitConfigurationException extends IllegalStateException {
 		return "ratelimit.buckets." + bucket + "." + property;
 	}
 
-	private static String quoted(Object value) {
+	private static String quoted(@Nullable Object value) {
 		return (value instanceof CharSequence) ? "'" + value + "'" : String.valueOf(value);
 	}
 

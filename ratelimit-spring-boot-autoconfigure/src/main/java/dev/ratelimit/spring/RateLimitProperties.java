@@ -5,6 +5,8 @@ import java.time.Duration;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
+import org.jspecify.annotations.Nullable;
+
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.core.Ordered;
 
@@ -82,7 +84,7 @@ public class RateLimitProperties {
 		/**
 		 * Tokens (hybrid: operations) per period; > 0, fractions allowed (0.5 per 1s is 1 per 2s).
 		 */
-		private BigDecimal rate;
+		private @Nullable BigDecimal rate;
 
 		/**
 		 * Period of the rate.
@@ -93,18 +95,18 @@ public class RateLimitProperties {
 		 * Shared: most tokens banked, the largest burst (default one period's rate, at least 1). Hybrid:
 		 * the active pool in operations (default the larger of 1 ms of operations and 2).
 		 */
-		private Long limit;
+		private @Nullable Long limit;
 
 		/**
 		 * Shared only: tokens available at start, 0 to limit (default limit, a full bucket).
 		 */
-		private Long initial;
+		private @Nullable Long initial;
 
 		/**
 		 * Shared only: whether tokens return only when guarded calls complete, making the limit a bound
 		 * on calls in flight too (default false).
 		 */
-		private Boolean cappedRelease;
+		private @Nullable Boolean cappedRelease;
 
 		/**
 		 * Longest a caller waits for tokens before it is refused; 0 never waits.
@@ -115,14 +117,14 @@ public class RateLimitProperties {
 		 * Hybrid only: how fast callers may catch up while behind schedule, as a multiple of the rate;
 		 * >= 1.0, 1.0 never catches up (default 1.1).
 		 */
-		private Double burstRatio;
+		private @Nullable Double burstRatio;
 
 		/**
 		 * Hybrid only: the most schedule time the pacer catches up after callers fell behind (after an
 		 * idle hour, it runs at rate * burst-ratio for at most max-backlog / (burst-ratio - 1), then at
 		 * rate); the whole lag is still reported. Default: no bound.
 		 */
-		private Duration maxBacklog;
+		private @Nullable Duration maxBacklog;
 
 		/**
 		 * Where the bucket's state lives: local (in this JVM) or redis (shared by every instance, needs
@@ -143,11 +145,11 @@ public class RateLimitProperties {
 			this.type = type;
 		}
 
-		public BigDecimal getRate() {
+		public @Nullable BigDecimal getRate() {
 			return this.rate;
 		}
 
-		public void setRate(BigDecimal rate) {
+		public void setRate(@Nullable BigDecimal rate) {
 			this.rate = rate;
 		}
 
@@ -159,27 +161,27 @@ public class RateLimitProperties {
 			this.period = period;
 		}
 
-		public Long getLimit() {
+		public @Nullable Long getLimit() {
 			return this.limit;
 		}
 
-		public void setLimit(Long limit) {
+		public void setLimit(@Nullable Long limit) {
 			this.limit = limit;
 		}
 
-		public Long getInitial() {
+		public @Nullable Long getInitial() {
 			return this.initial;
 		}
 
-		public void setInitial(Long initial) {
+		public void setInitial(@Nullable Long initial) {
 			this.initial = initial;
 		}
 
-		public Boolean getCappedRelease() {
+		public @Nullable Boolean getCappedRelease() {
 			return this.cappedRelease;
 		}
 
-		public void setCappedRelease(Boolean cappedRelease) {
+		public void setCappedRelease(@Nullable Boolean cappedRelease) {
 			this.cappedRelease = cappedRelease;
 		}
 
@@ -191,19 +193,19 @@ public class RateLimitProperties {
 			this.maxWait = maxWait;
 		}
 
-		public Double getBurstRatio() {
+		public @Nullable Double getBurstRatio() {
 			return this.burstRatio;
 		}
 
-		public void setBurstRatio(Double burstRatio) {
+		public void setBurstRatio(@Nullable Double burstRatio) {
 			this.burstRatio = burstRatio;
 		}
 
-		public Duration getMaxBacklog() {
+		public @Nullable Duration getMaxBacklog() {
 			return this.maxBacklog;
 		}
 
-		public void setMaxBacklog(Duration maxBacklog) {
+		public void setMaxBacklog(@Nullable Duration maxBacklog) {
 			this.maxBacklog = maxBacklog;
 		}
 

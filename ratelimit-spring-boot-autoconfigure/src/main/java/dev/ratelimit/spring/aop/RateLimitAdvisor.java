@@ -5,6 +5,8 @@ import java.lang.reflect.Modifier;
 import java.util.Set;
 import java.util.function.Supplier;
 
+import org.jspecify.annotations.Nullable;
+
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 
@@ -55,7 +57,7 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 	 * Finds the annotation that applies to a method: its own, else its class's when it is public and not
 	 * declared by {@code Object}.
 	 */
-	static RateLimited find(Method method, Class<?> targetClass) {
+	static @Nullable RateLimited find(Method method, Class<?> targetClass) {
 		Method specific = ClassUtils.getMostSpecificMethod(method, targetClass);
 		RateLimited own = org.springframework.core.annotation.AnnotatedElementUtils.findMergedAnnotation(specific,
 				RateLimited.class);

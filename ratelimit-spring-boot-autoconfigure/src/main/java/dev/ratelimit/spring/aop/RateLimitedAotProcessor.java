@@ -4,6 +4,8 @@ import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.List;
 
+import org.jspecify.annotations.Nullable;
+
 import dev.ratelimit.annotation.RateLimited;
 
 import org.springframework.aot.hint.ExecutableMode;
@@ -24,7 +26,7 @@ import org.springframework.util.ReflectionUtils;
 final class RateLimitedAotProcessor implements BeanRegistrationAotProcessor {
 
 	@Override
-	public BeanRegistrationAotContribution processAheadOfTime(RegisteredBean registeredBean) {
+	public @Nullable BeanRegistrationAotContribution processAheadOfTime(RegisteredBean registeredBean) {
 		Class<?> beanClass = registeredBean.getBeanClass();
 		List<Method> limited = new ArrayList<>();
 		ReflectionUtils.doWithMethods(beanClass, (method) -> {
