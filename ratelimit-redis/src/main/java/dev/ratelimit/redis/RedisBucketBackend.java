@@ -32,7 +32,9 @@ public class RedisBucketBackend implements BucketBackend {
 	}
 
 	@Override
-	public RateLimiter create(BucketDefinition definition, StatsRecorder stats) {
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
+		// hybrid buckets are local only (the configuration says so): a Redis bucket is a shared one
+		BucketDefinition.Shared definition = (BucketDefinition.Shared) bucket;
 		return RedisTokenBucket.builder()
 			.name(definition.name())
 			.connectionFactory(this.connectionFactory)

@@ -4,36 +4,78 @@ import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
 
-import org.jspecify.annotations.Nullable;
-
 import dev.ratelimit.core.Rate;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
- * applied, a fractional rate turned into an exact whole number of tokens per period.
- *
- * @param name the bucket name
- * @param type the limiter
- * @param backend where the state lives
- * @param rate the rate as configured, per {@code period}
- * @param period the period as configured
- * @param exactRate {@code rate} per {@code period} as the core's exact {@link Rate} (2.5 per second is 5
- *        per two seconds)
- * @param limit shared: the most tokens banked; hybrid: the active pool in operations, or {@code null}
- *        for the pacer's default
- * @param initial shared: tokens at start; hybrid: {@code null}
- * @param cappedRelease shared: whether tokens return only on release
- * @param maxWait the longest a caller waits, {@link Duration#ZERO} for never
- * @param burstRatio hybrid: the catch-up ratio; shared: {@code 1.0}
- * @param maxBacklog hybrid: the most schedule time caught up, or {@code null} for no bound; shared:
- *        {@code null}
- * @param redis the Redis settings (used only by the redis backend)
+ * applied, a fractional rate turned into the core's exact {@link Rate}. A definition is either
+ * {@link Shared} or {@link Hybrid}, so a property of the other type has nowhere to go.
  */
-public record BucketDefinition(String name, BucketType type, Backend backend, BigDecimal rate, Duration period,
-		Rate exactRate, @Nullable Long limit, @Nullable Long initial, boolean cappedRelease, Duration maxWait,
-		double burstRatio, @Nullable Duration maxBacklog, RateLimitProperties.Redis redis) {
+public sealed interface BucketDefinition permits BucketDefinition.Shared, BucketDefinition.Hybrid {
 
-	private static final String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
+	/** What a rate may be, as the messages say it. */
+	String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
+
+	/**
+	 * The bucket name.
+	 *
+	 * @return the name
+	 */
+	String name();
+
+	/**
+	 * The limiter.
+	 *
+	 * @return the type
+	 */
+	BucketType type();
+
+	/**
+	 * Where the state lives.
+	 *
+	 * @return the backend
+	 */
+	Backend backend();
+
+	/**
+	 * The rate as configured, per {@link #period()}.
+	 *
+	 * @return the rate
+	 */
+	BigDecimal rate();
+
+	/**
+	 * The period as configured.
+	 *
+	 * @return the period
+	 */
+	Duration period();
+
+	/**
+	 * {@link #rate()} per {@link #period()} as the core's exact rate (2.5 per second is 5 per two
+	 * seconds).
+	 *
+	 * @return the exact rate
+	 */
+	Rate exactRate();
+
+	/**
+	 * The longest a caller waits.
+	 *
+	 * @return the max-wait, {@link Duration#ZERO} for never
+	 */
+	Duration maxWait();
+
+	/**
+	 * A copy with a new rate and/or limit, checked as the configuration is checked.
+	 *
+	 * @param newRate the new rate per {@link #period()}, or {@code null} to keep it
+	 * @param newLimit the new limit, or {@code null} to keep it
+	 * @return the changed definition
+	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
+	 */
+	BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit);
 
 	/**
 	 * Checks and resolves one configured bucket.
@@ -43,7 +85,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 	 * @return the definition
 	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
 	 */
-	public static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
+	static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
 		BucketType type = bucket.getType();
 		if (type == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "type", null, "shared or hybrid");
@@ -60,7 +102,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 			throw RateLimitConfigurationException.invalidProperty(name, "period", period,
 					"a positive duration, e.g. 1s or 500ms");
 		}
-		Rate exact = exactRate(name, bucket.getRate(), period);
+		Rate exact = resolveRate(name, bucket.getRate(), period);
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
 			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
@@ -93,8 +135,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 				throw RateLimitConfigurationException.invalidProperty(name, "max-backlog", maxBacklog,
 						"a duration >= 0, e.g. 10s (leave it out for no bound)");
 			}
-			return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact, limit, null, false,
-					maxWait, ratio, maxBacklog, redis);
+			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, ratio, maxBacklog);
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
@@ -113,31 +154,81 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 					"a whole number from 0 to the limit (" + resolvedLimit + ")");
 		}
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
-		return new BucketDefinition(name, type, backend, bucket.getRate(), period, exact, resolvedLimit, initial,
-				capped, maxWait, 1.0, null, redis);
+		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
+				redis);
 	}
 
 	/**
-	 * A copy with a new rate and/or limit, checked as the configuration is checked.
+	 * A rover bucket ({@code type: shared}).
 	 *
-	 * @param newRate the new rate per {@link #period()}, or {@code null} to keep it
-	 * @param newLimit the new limit, or {@code null} to keep it
-	 * @return the changed definition
-	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
+	 * @param name the bucket name
+	 * @param backend where the state lives
+	 * @param rate the rate as configured
+	 * @param period the period as configured
+	 * @param exactRate the exact rate
+	 * @param limit the most tokens banked
+	 * @param initial tokens at start
+	 * @param cappedRelease whether tokens return only on release
+	 * @param maxWait the longest a caller waits
+	 * @param redis the Redis settings (used only by the redis backend)
 	 */
-	public BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
-		BigDecimal r = (newRate != null) ? newRate : this.rate;
-		Rate exact = exactRate(this.name, r, this.period);
-		Long l = (newLimit != null) ? newLimit : this.limit;
-		if (l != null && l < 1) {
-			throw RateLimitConfigurationException.invalidProperty(this.name, "limit", l, "a whole number >= 1");
+	record Shared(String name, Backend backend, BigDecimal rate, Duration period, Rate exactRate, long limit,
+			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis)
+			implements BucketDefinition {
+
+		@Override
+		public BucketType type() {
+			return BucketType.SHARED;
 		}
-		Long init = this.initial;
-		if (init != null && l != null && init > l) {
-			init = l;
+
+		@Override
+		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
+			BigDecimal r = (newRate != null) ? newRate : this.rate;
+			long l = (newLimit != null) ? checkedLimit(this.name, newLimit) : this.limit;
+			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
+					Math.min(this.initial, l), this.cappedRelease, this.maxWait, this.redis);
 		}
-		return new BucketDefinition(this.name, this.type, this.backend, r, this.period, exact, l, init,
-				this.cappedRelease, this.maxWait, this.burstRatio, this.maxBacklog, this.redis);
+	}
+
+	/**
+	 * A pacer ({@code type: hybrid}), always local.
+	 *
+	 * @param name the bucket name
+	 * @param rate the rate as configured
+	 * @param period the period as configured
+	 * @param exactRate the exact rate
+	 * @param limit the active pool in operations, or {@code null} for the pacer's default
+	 * @param maxWait the longest a caller waits
+	 * @param burstRatio the catch-up ratio
+	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
+	 */
+	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
+			Duration maxWait, double burstRatio, @Nullable Duration maxBacklog) implements BucketDefinition {
+
+		@Override
+		public BucketType type() {
+			return BucketType.HYBRID;
+		}
+
+		@Override
+		public Backend backend() {
+			return Backend.LOCAL;
+		}
+
+		@Override
+		public Hybrid withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
+			BigDecimal r = (newRate != null) ? newRate : this.rate;
+			Long l = (newLimit != null) ? Long.valueOf(checkedLimit(this.name, newLimit)) : this.limit;
+			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
+					this.burstRatio, this.maxBacklog);
+		}
+	}
+
+	private static long checkedLimit(String name, long limit) {
+		if (limit < 1) {
+			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit, "a whole number >= 1");
+		}
+		return limit;
 	}
 
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
@@ -166,7 +257,7 @@ public record BucketDefinition(String name, BucketType type, Backend backend, Bi
 	 * {@code rate} per {@code period} as the core's exact rate, or the configuration's message naming
 	 * the bucket and the property.
 	 */
-	static Rate exactRate(String name, @Nullable BigDecimal rate, Duration period) {
+	private static Rate resolveRate(String name, @Nullable BigDecimal rate, Duration period) {
 		if (rate == null || rate.signum() <= 0) {
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate, RATE_ACCEPTED);
 		}

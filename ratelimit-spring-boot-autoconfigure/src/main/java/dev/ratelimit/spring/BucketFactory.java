@@ -26,25 +26,26 @@ final class BucketFactory {
 				.orElseThrow(() -> missingBackend(definition));
 			return backend.create(definition, stats);
 		}
-		if (definition.type() == BucketType.HYBRID) {
+		if (definition instanceof BucketDefinition.Hybrid hybrid) {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
-				.name(definition.name())
-				.rate(definition.exactRate())
-				.burstRatio(definition.burstRatio())
-				.maxBacklog(definition.maxBacklog())
+				.name(hybrid.name())
+				.rate(hybrid.exactRate())
+				.burstRatio(hybrid.burstRatio())
+				.maxBacklog(hybrid.maxBacklog())
 				.clock(clock)
 				.stats(stats);
-			if (definition.limit() != null) {
-				builder.limit(definition.limit());
+			if (hybrid.limit() != null) {
+				builder.limit(hybrid.limit());
 			}
 			return builder.build();
 		}
+		BucketDefinition.Shared shared = (BucketDefinition.Shared) definition;
 		return SharedTokenBucket.builder()
-			.name(definition.name())
-			.rate(definition.exactRate())
-			.limit(definition.limit())
-			.initial(definition.initial())
-			.cappedRelease(definition.cappedRelease())
+			.name(shared.name())
+			.rate(shared.exactRate())
+			.limit(shared.limit())
+			.initial(shared.initial())
+			.cappedRelease(shared.cappedRelease())
 			.clock(clock)
 			.stats(stats)
 			.build();
