@@ -25,7 +25,11 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 
 	StatsRecorder stats = StatsRecorder.disabled();
 
-	RateLimiterBuilder() {
+	/**
+	 * For the builders of this package and of backend modules (whose limiters take the same name, rate,
+	 * clock and statistics).
+	 */
+	protected RateLimiterBuilder() {
 	}
 
 	/**
@@ -88,6 +92,43 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 		}
 		this.stats = stats;
 		return self();
+	}
+
+	/**
+	 * The name given.
+	 *
+	 * @return the name, or {@code null}
+	 */
+	protected final @Nullable String limiterName() {
+		return this.name;
+	}
+
+	/**
+	 * The rate given, checked.
+	 *
+	 * @return the rate
+	 * @throws IllegalArgumentException naming the argument when it is missing or out of range
+	 */
+	protected final Rate limiterRate() {
+		return rate();
+	}
+
+	/**
+	 * The clock given.
+	 *
+	 * @return the clock
+	 */
+	protected final LongSupplier limiterClock() {
+		return this.clock;
+	}
+
+	/**
+	 * The statistics recorder given.
+	 *
+	 * @return the recorder
+	 */
+	protected final StatsRecorder limiterStats() {
+		return this.stats;
 	}
 
 	/** The rate given, checked. */

@@ -2,6 +2,7 @@ package dev.ratelimit.redis;
 
 import java.time.Duration;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Future;
@@ -18,6 +19,7 @@ import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.RateLimiterBuilder;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.core.SharedTokenBucket;
@@ -122,23 +124,25 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
 			throw new IllegalArgumentException("timeout must be a positive duration, was " + builder.timeout);
 		}
+		dev.ratelimit.core.Rate rate = builder.bucketRate();
 		this.fallback = SharedTokenBucket.builder()
-			.name(builder.name)
-			.rate(builder.tokens, builder.period)
+			.name(builder.bucketName())
+			.rate(rate)
 			.limit(builder.limit)
 			.cappedRelease(builder.cappedRelease)
-			.stats(builder.stats)
+			.clock(builder.fallbackClock())
+			.stats(builder.bucketStats())
 			.build();
-		this.rate = Rate.of(builder.tokens, builder.period, builder.limit);
-		this.name = builder.name;
-		this.key = builder.keyPrefix + "{" + builder.name + "}";
+		this.rate = Rate.of(rate.tokens(), rate.period(), builder.limit);
+		this.name = builder.bucketName();
+		this.key = builder.keyPrefix + "{" + builder.bucketName() + "}";
 		this.redis = new StringRedisTemplate(builder.connectionFactory);
 		this.cappedRelease = builder.cappedRelease;
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.onFailure = builder.onFailure;
-		this.stats = builder.stats;
+		this.stats = builder.bucketStats();
 		this.executor = new ThreadPoolExecutor(0, 64, 30, TimeUnit.SECONDS, new SynchronousQueue<>(), (runnable) -> {
-			Thread thread = new Thread(runnable, "ratelimit-redis-" + builder.name);
+			Thread thread = new Thread(runnable, "ratelimit-redis-" + builder.bucketName());
 			thread.setDaemon(true);
 			return thread;
 		});
@@ -482,17 +486,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/**
 	 * Builds a {@link RedisTokenBucket}.
 	 */
-	public static final class Builder {
-
-		private String name;
+	public static final class Builder extends RateLimiterBuilder<Builder> {
 
 		private RedisConnectionFactory connectionFactory;
 
 		private String keyPrefix = "ratelimit:";
-
-		private long tokens;
-
-		private Duration period;
 
 		private long limit = 1;
 
@@ -502,15 +500,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private OnFailure onFailure = OnFailure.ALLOW;
 
-		private StatsRecorder stats = StatsRecorder.disabled();
-
 		private Builder() {
-		}
-
-		/** @param name the bucket name, part of the key @return this builder */
-		public Builder name(String name) {
-			this.name = name;
-			return this;
 		}
 
 		/** @param connectionFactory the Redis connection factory @return this builder */
@@ -522,13 +512,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		/** @param keyPrefix the prefix of the bucket's key @return this builder */
 		public Builder keyPrefix(String keyPrefix) {
 			this.keyPrefix = keyPrefix;
-			return this;
-		}
-
-		/** @param tokens tokens per period @param period the period @return this builder */
-		public Builder rate(long tokens, Duration period) {
-			this.tokens = tokens;
-			this.period = period;
 			return this;
 		}
 
@@ -556,22 +539,33 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			return this;
 		}
 
-		/** @param stats where calls are counted @return this builder */
-		public Builder stats(StatsRecorder stats) {
-			this.stats = stats;
-			return this;
-		}
-
 		/**
 		 * Builds the bucket.
 		 *
 		 * @return the bucket
 		 */
 		public RedisTokenBucket build() {
-			if (this.name == null || this.name.isEmpty()) {
+			String name = limiterName();
+			if (name == null || name.isEmpty()) {
 				throw new IllegalArgumentException("name must not be empty: it names the bucket's key");
 			}
 			return new RedisTokenBucket(this);
+		}
+
+		private String bucketName() {
+			return Objects.requireNonNull(limiterName());
+		}
+
+		private dev.ratelimit.core.Rate bucketRate() {
+			return limiterRate();
+		}
+
+		private LongSupplier fallbackClock() {
+			return limiterClock();
+		}
+
+		private StatsRecorder bucketStats() {
+			return limiterStats();
 		}
 	}
 }

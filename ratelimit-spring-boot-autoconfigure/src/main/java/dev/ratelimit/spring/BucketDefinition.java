@@ -29,7 +29,9 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 *
 	 * @return the type
 	 */
-	BucketType type();
+	default BucketType type() {
+		return (this instanceof Hybrid) ? BucketType.HYBRID : BucketType.SHARED;
+	}
 
 	/**
 	 * Where the state lives.
@@ -177,11 +179,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			implements BucketDefinition {
 
 		@Override
-		public BucketType type() {
-			return BucketType.SHARED;
-		}
-
-		@Override
 		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			long l = (newLimit != null) ? checkedLimit(this.name, newLimit) : this.limit;
@@ -204,11 +201,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
 			Duration maxWait, double burstRatio, @Nullable Duration maxBacklog) implements BucketDefinition {
-
-		@Override
-		public BucketType type() {
-			return BucketType.HYBRID;
-		}
 
 		@Override
 		public Backend backend() {
