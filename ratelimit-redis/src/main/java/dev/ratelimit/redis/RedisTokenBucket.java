@@ -7,7 +7,7 @@ import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Future;
 import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.SynchronousQueue;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
@@ -52,8 +52,9 @@ import org.springframework.data.redis.core.script.RedisScript;
  * pool of its own, so a hung connection never holds the caller), then applies the failure policy at
  * once: {@link OnFailure#ALLOW} lets it through, {@link OnFailure#DENY} refuses it, {@link OnFailure#LOCAL}
  * limits it with an in-memory {@link SharedTokenBucket} of the same rate and limit (starting full).
- * After a failure the bucket stops asking Redis for a back-off that doubles from 100 ms up to 5 s;
- * then one caller probes, and the first answer puts the bucket back on Redis.
+ * After {@value #FAILURES_TO_TRIP} failures in a row (never on load: callers beyond the pool queue for
+ * it) the bucket stops asking Redis for a back-off that doubles from 100 ms up to 5 s; then one caller
+ * probes, and the first answer puts the bucket back on Redis.
  *
  * <h2>Capped release across instances</h2>
  * Tokens in flight are counted in the hash; a permit's close releases them. An instance that dies
@@ -66,6 +67,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		.of(new ClassPathResource("dev/ratelimit/redis/bucket.lua"), List.class);
 
 	private static final long MAX_EXACT = 1L << 50;
+
+	/**
+	 * Failed or timed-out calls in a row after which the bucket runs on its policy (contract revision
+	 * 2: several in a row, never load or one slow reply).
+	 */
+	static final int FAILURES_TO_TRIP = 3;
 
 	private static final long MIN_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
@@ -141,11 +148,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
-		this.executor = new ThreadPoolExecutor(0, 64, 30, TimeUnit.SECONDS, new SynchronousQueue<>(), (runnable) -> {
+		// calls queue for a thread rather than being rejected: a burst of callers is load, not an outage
+		ThreadPoolExecutor pool = new ThreadPoolExecutor(64, 64, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), (runnable) -> {
 			Thread thread = new Thread(runnable, "ratelimit-redis-" + builder.bucketName());
 			thread.setDaemon(true);
 			return thread;
 		});
+		pool.allowCoreThreadTimeOut(true);
+		this.executor = pool;
 	}
 
 	/**
@@ -178,7 +188,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public boolean isUp() {
-		return this.failures == 0;
+		return this.failures < FAILURES_TO_TRIP;
 	}
 
 	/**
@@ -329,7 +339,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	private List<Long> call(String mode, long n, long maxWaitMicros) {
 		long now = this.clock.getAsLong();
 		boolean probe = false;
-		if (this.failures > 0) {
+		if (this.failures >= FAILURES_TO_TRIP) {
 			if (now - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
 				return null;
 			}
@@ -380,8 +390,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Throwable cause = (ex instanceof ExecutionException && ex.getCause() != null) ? ex.getCause() : ex;
 		this.lastError = (cause instanceof TimeoutException) ? "no answer within " + Duration.ofNanos(this.timeoutNanos)
 				: cause.getClass().getSimpleName() + ": " + cause.getMessage();
-		long backoff = Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(f - 1, 6));
-		this.downUntil = this.clock.getAsLong() + backoff;
+		if (f >= FAILURES_TO_TRIP) {
+			long backoff = Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(f - FAILURES_TO_TRIP, 6));
+			this.downUntil = this.clock.getAsLong() + backoff;
+		}
 	}
 
 	private long remainingBackoff() {

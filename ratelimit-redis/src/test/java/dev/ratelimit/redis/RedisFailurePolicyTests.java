@@ -60,6 +60,11 @@ class RedisFailurePolicyTests {
 		this.redis.stop();
 		Duration first = timed(() -> assertThat(bucket.tryAcquire(1)).isTrue());
 		assertThat(first).isLessThan(Duration.ofMillis(1000));
+		// one failure is not an outage; several in a row are
+		assertThat(bucket.isUp()).isTrue();
+		for (int i = 1; i < RedisTokenBucket.FAILURES_TO_TRIP; i++) {
+			assertThat(bucket.tryAcquire(1)).isTrue();
+		}
 		assertThat(bucket.isUp()).isFalse();
 		for (int i = 0; i < 100; i++) {
 			assertThat(timed(() -> assertThat(bucket.tryAcquire(1)).isTrue())).isLessThan(Duration.ofMillis(1000));
