@@ -27,7 +27,9 @@ class RateLimitRedisAutoConfigurationTests {
 	private final ApplicationContextRunner runner = new ApplicationContextRunner()
 		.withConfiguration(AutoConfigurations.of(DataRedisAutoConfiguration.class, RateLimitAutoConfiguration.class,
 				RateLimitRedisAutoConfiguration.class))
-		.withPropertyValues("ratelimit.buckets.orders.rate=100", "ratelimit.buckets.orders.limit=10",
+		// 100 per hour: no token comes back between two calls, however busy the machine
+		.withPropertyValues("ratelimit.buckets.orders.rate=100", "ratelimit.buckets.orders.period=1h",
+				"ratelimit.buckets.orders.limit=10",
 				"ratelimit.buckets.orders.backend=redis", "ratelimit.buckets.orders.redis.key-prefix=shop:",
 				"ratelimit.buckets.orders.redis.on-failure=deny", "ratelimit.buckets.local.rate=5");
 
@@ -63,7 +65,8 @@ class RateLimitRedisAutoConfigurationTests {
 			.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
 					CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
 					RateLimitMetricsAutoConfiguration.class))
-			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+					"ratelimit.buckets.orders.redis.key-prefix=meters:") // a full bucket of its own
 			.run((context) -> {
 				MeterRegistry meters = context.getBean(MeterRegistry.class);
 				context.getBean("orders", RateLimiter.class).tryAcquire(1);
