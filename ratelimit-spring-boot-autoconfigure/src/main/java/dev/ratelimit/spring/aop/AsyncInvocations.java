@@ -81,6 +81,9 @@ final class AsyncInvocations {
 		try {
 			delay = reservation.poll();
 		}
+		catch (IllegalStateException ex) {
+			return; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
+		}
 		catch (RuntimeException ex) {
 			result.completeExceptionally(ex);
 			return;
