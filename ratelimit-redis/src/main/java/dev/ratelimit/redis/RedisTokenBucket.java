@@ -238,14 +238,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens of '" + this.name + "'");
 		}
 		Reservation reservation = reserve(n, maxWait);
-		if (reservation instanceof Claim claim) {
-			return claim.await();
-		}
-		long delay = reservation.poll();
-		if (delay == 0) {
-			return reservation.permit();
-		}
-		return this.fallback.acquire(n, maxWait);
+		// a claim on Redis, or on the local fallback while Redis does not answer: either way it already
+		// holds its tokens' place, so wait for it (claiming again would take the tokens twice)
+		return ((AbstractReservation) reservation).await();
 	}
 
 	@Override
@@ -305,7 +300,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			RateLimiterSnapshot local = this.fallback.snapshot();
 			return new RateLimiterSnapshot(r.tokens, r.period, r.limit, this.cappedRelease,
 					(this.onFailure == OnFailure.LOCAL) ? local.available() : 0,
-					(this.onFailure == OnFailure.LOCAL) ? local.deficiency() : 0, this.waiting.get(),
+					(this.onFailure == OnFailure.LOCAL) ? local.deficiency() : 0,
+					this.waiting.get() + ((this.onFailure == OnFailure.LOCAL) ? local.waiting() : 0),
 					(this.onFailure == OnFailure.LOCAL) ? local.inFlight() : 0, this.stats.granted(),
 					this.stats.rejected(), null, Duration.ZERO);
 		}
@@ -510,7 +506,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private Duration timeout = Duration.ofMillis(100);
 
-		private OnFailure onFailure = OnFailure.ALLOW;
+		private OnFailure onFailure = OnFailure.LOCAL;
 
 		private Builder() {
 		}

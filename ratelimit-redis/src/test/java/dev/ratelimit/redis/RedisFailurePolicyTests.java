@@ -107,6 +107,19 @@ class RedisFailurePolicyTests {
 		assertThat(recovered(bucket)).isTrue();
 	}
 
+	@Test
+	void localTakesEachCallsTokensOnceWhileRedisIsDown() throws InterruptedException {
+		RedisTokenBucket bucket = RedisTokenBucket.builder().name("policy-local-waits").connectionFactory(this.factory)
+			.rate(100, Duration.ofSeconds(1)).limit(1).timeout(Duration.ofMillis(100)).build(); // the default: local
+		this.redis.stop();
+		for (int i = 0; i < 10; i++) {
+			bucket.acquire(1, Duration.ofSeconds(5)).close();
+		}
+		// every claim was granted or given back: nothing was claimed twice and left behind in the local bucket
+		assertThat(bucket.snapshot().deficiency()).isZero();
+		assertThat(bucket.snapshot().waiting()).isZero();
+	}
+
 	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {
 		long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
 		while (System.nanoTime() < deadline) {

@@ -241,7 +241,7 @@ public class RateLimitProperties {
 		 * What a call does when Redis does not answer in time: allow (let it through), deny (refuse it)
 		 * or local (limit it with an in-memory bucket of the same rate and limit).
 		 */
-		private OnFailure onFailure = OnFailure.ALLOW;
+		private OnFailure onFailure = OnFailure.LOCAL;
 
 		public String getKeyPrefix() {
 			return this.keyPrefix;
