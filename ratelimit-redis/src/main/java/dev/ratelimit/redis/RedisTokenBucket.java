@@ -26,6 +26,9 @@ import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.BackendHealth;
 
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 import org.springframework.data.redis.core.StringRedisTemplate;
@@ -73,6 +76,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * 2: several in a row, never load or one slow reply).
 	 */
 	static final int FAILURES_TO_TRIP = 3;
+
+	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
 
 	private static final long MIN_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
 
@@ -352,6 +357,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		try {
 			List<Long> reply = future.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+			if (this.failures >= FAILURES_TO_TRIP) {
+				logger.info("Rate limit bucket '" + this.name + "' is back on Redis (" + this.key + ")");
+			}
 			this.failures = 0;
 			this.lastError = null;
 			return reply;
@@ -386,6 +394,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Throwable cause = (ex instanceof ExecutionException && ex.getCause() != null) ? ex.getCause() : ex;
 		this.lastError = (cause instanceof TimeoutException) ? "no answer within " + Duration.ofNanos(this.timeoutNanos)
 				: cause.getClass().getSimpleName() + ": " + cause.getMessage();
+		if (f == FAILURES_TO_TRIP) {
+			logger.warn("Rate limit bucket '" + this.name + "' runs on its on-failure policy (" + this.onFailure
+					.name()
+					.toLowerCase(java.util.Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
+					+ this.lastError);
+		}
 		if (f >= FAILURES_TO_TRIP) {
 			long backoff = Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(f - FAILURES_TO_TRIP, 6));
 			this.downUntil = this.clock.getAsLong() + backoff;

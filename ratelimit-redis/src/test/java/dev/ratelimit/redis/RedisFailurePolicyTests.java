@@ -6,6 +6,10 @@ import dev.ratelimit.core.RateLimitExceededException;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
@@ -48,6 +52,26 @@ class RedisFailurePolicyTests {
 		long start = System.nanoTime();
 		call.run();
 		return Duration.ofNanos(System.nanoTime() - start);
+	}
+
+	@Test
+	@ExtendWith(OutputCaptureExtension.class)
+	void saysOnceAtWarnWhenABucketSwitchesToItsPolicyAndOnceAtInfoWhenItIsBack(CapturedOutput output)
+			throws InterruptedException {
+		RedisTokenBucket bucket = bucket(RedisTokenBucket.OnFailure.DENY);
+		this.redis.stop();
+		for (int i = 0; i < 20; i++) {
+			bucket.tryAcquire(1);
+		}
+		this.redis.start();
+		assertThat(recovered(bucket)).isTrue();
+		String log = output.getOut() + output.getErr();
+		assertThat(log).contains("Rate limit bucket 'policy-DENY' runs on its on-failure policy (deny) after 3 failed");
+		int warnings = log.split("runs on its on-failure policy", -1).length - 1;
+		int recoveries = log.split("Rate limit bucket 'policy-DENY' is back on Redis", -1).length - 1;
+		// once per switch, not once per call (20 calls failed); a busy machine may make it switch again
+		assertThat(warnings).isBetween(1, 3);
+		assertThat(recoveries).isBetween(1, warnings);
 	}
 
 	@Test
