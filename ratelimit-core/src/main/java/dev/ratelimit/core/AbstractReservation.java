@@ -33,6 +33,13 @@ public abstract class AbstractReservation implements Reservation {
 	protected static final long AWAITING_RELEASE = -1;
 
 	/**
+	 * What {@link #delayNanos(long)} returns while the limiter does not know yet (a remote backend has
+	 * not answered): the claim is polled again soon, or on {@link #wake()}, and is not refused for its
+	 * budget meanwhile (the limiter bounds that wait itself).
+	 */
+	protected static final long AWAITING_ANSWER = -2;
+
+	/**
 	 * The last stretch of a wait that is spun rather than parked, when no more callers wait than there
 	 * are processors to spin: parking wakes a thread tens of microseconds late.
 	 */
@@ -144,8 +151,8 @@ public abstract class AbstractReservation implements Reservation {
 	 * limiter.
 	 *
 	 * @param nowNanos the clock's reading
-	 * @return {@code 0} when covered, the nanoseconds still needed ({@code > 0}), or
-	 *         {@link #AWAITING_RELEASE}
+	 * @return {@code 0} when covered, the nanoseconds still needed ({@code > 0}),
+	 *         {@link #AWAITING_RELEASE} or {@link #AWAITING_ANSWER}
 	 */
 	protected abstract long delayNanos(long nowNanos);
 
@@ -184,6 +191,9 @@ public abstract class AbstractReservation implements Reservation {
 		if (delay == 0) {
 			STATE.compareAndSet(this, PENDING, READY);
 			return pollAgainIfCancelled();
+		}
+		if (delay == AWAITING_ANSWER) {
+			return RELEASE_POLL_NANOS;
 		}
 		long left = this.budgetNanos - elapsedSinceStart(now);
 		if (delay > 0) {

@@ -875,13 +875,12 @@ public final class HybridRateLimiter implements RateLimiter {
 	}
 
 	/**
-	 * Builds a {@link HybridRateLimiter}. Only the rate is required.
+	 * Builds a {@link HybridRateLimiter}. Only the rate is required; the {@linkplain #limit(long) limit}
+	 * is the active pool in operations, by default {@code max(1 ms of operations, 2)}.
 	 */
 	public static final class Builder extends RateLimiterBuilder<Builder> {
 
 		private double burstRatio = 1.1;
-
-		private @Nullable Long limit;
 
 		private @Nullable Duration maxBacklog;
 
@@ -897,17 +896,6 @@ public final class HybridRateLimiter implements RateLimiter {
 		 */
 		public Builder burstRatio(double burstRatio) {
 			this.burstRatio = burstRatio;
-			return this;
-		}
-
-		/**
-		 * The active pool in operations, {@code >= 1}; by default {@code max(1 ms of operations, 2)}.
-		 *
-		 * @param limit the active pool size
-		 * @return this builder
-		 */
-		public Builder limit(long limit) {
-			this.limit = limit;
 			return this;
 		}
 

@@ -6,7 +6,7 @@ import java.util.function.LongSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * What the builders of both limiters share: the name, the rate, the clock and the statistics.
+ * What the builders of every limiter share: the name, the rate, the limit, the clock and the statistics.
  *
  * @param <B> the concrete builder, returned by every setter
  */
@@ -24,6 +24,8 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	LongSupplier clock = NANO_TIME;
 
 	StatsRecorder stats = StatsRecorder.disabled();
+
+	@Nullable Long limit;
 
 	/**
 	 * For the builders of this package and of backend modules (whose limiters take the same name, rate,
@@ -64,6 +66,18 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	 */
 	public B rate(Rate rate) {
 		return rate(rate.tokens(), rate.period());
+	}
+
+	/**
+	 * The most the limiter banks, {@code >= 1}: tokens for a bucket, operations in the active pool for
+	 * the pacer. Each limiter documents its default.
+	 *
+	 * @param limit the limit
+	 * @return this builder
+	 */
+	public B limit(long limit) {
+		this.limit = limit;
+		return self();
 	}
 
 	/**
@@ -129,6 +143,15 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	 */
 	protected final StatsRecorder limiterStats() {
 		return this.stats;
+	}
+
+	/**
+	 * The limit given.
+	 *
+	 * @return the limit, or {@code null} for the limiter's default
+	 */
+	protected final @Nullable Long limiterLimit() {
+		return this.limit;
 	}
 
 	/** The rate given, checked. */

@@ -170,10 +170,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private SharedTokenBucket(Builder builder) {
 		Rate rate = builder.rate();
-		long lim = (builder.limit != null) ? builder.limit : defaultLimit(rate);
-		if (lim < 1) {
-			throw new IllegalArgumentException("limit must be >= 1, was " + lim);
-		}
+		long lim = builder.checkedLimit(rate);
 		long init = (builder.initial != null) ? builder.initial : lim;
 		if (init < 0 || init > lim) {
 			throw new IllegalArgumentException("initial must be between 0 and limit (" + lim + "), was " + init);
@@ -185,7 +182,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		this.name = builder.name;
 		this.clock = builder.clock;
 		this.monotonic = (builder.clock == RateLimiterBuilder.NANO_TIME);
-		this.cappedRelease = builder.cappedRelease;
+		this.cappedRelease = builder.isCappedRelease();
 		this.threshold = builder.threshold;
 		this.stats = builder.stats;
 		long now = this.clock.getAsLong();
@@ -1011,28 +1008,13 @@ public final class SharedTokenBucket implements RateLimiter {
 	/**
 	 * Builds a {@link SharedTokenBucket}. Only the rate is required.
 	 */
-	public static final class Builder extends RateLimiterBuilder<Builder> {
+	public static final class Builder extends TokenBucketBuilder<Builder> {
 
-		private Long limit;
-
-		private Long initial;
-
-		private boolean cappedRelease;
+		private @Nullable Long initial;
 
 		private long threshold = 1;
 
 		private Builder() {
-		}
-
-		/**
-		 * The most tokens banked, {@code >= 1}; by default one period's tokens.
-		 *
-		 * @param limit the limit
-		 * @return this builder
-		 */
-		public Builder limit(long limit) {
-			this.limit = limit;
-			return this;
 		}
 
 		/**
@@ -1043,17 +1025,6 @@ public final class SharedTokenBucket implements RateLimiter {
 		 */
 		public Builder initial(long initial) {
 			this.initial = initial;
-			return this;
-		}
-
-		/**
-		 * Whether tokens return only when released (the head may not pass the ceiling).
-		 *
-		 * @param cappedRelease {@code true} for capped release
-		 * @return this builder
-		 */
-		public Builder cappedRelease(boolean cappedRelease) {
-			this.cappedRelease = cappedRelease;
 			return this;
 		}
 

@@ -6,16 +6,20 @@ import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.BucketBackend;
 import dev.ratelimit.spring.BucketDefinition;
+import org.jspecify.annotations.Nullable;
 
+import org.springframework.beans.factory.DisposableBean;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 
 /**
  * The {@code redis} backend: makes a {@link RedisTokenBucket} for every bucket whose {@code backend}
  * is {@code redis}, on the application's {@link RedisConnectionFactory}.
  */
-public class RedisBucketBackend implements BucketBackend {
+public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
 	private final RedisConnectionFactory connectionFactory;
+
+	private volatile @Nullable ScriptConnection connection;
 
 	/**
 	 * Creates the backend.
@@ -37,14 +41,32 @@ public class RedisBucketBackend implements BucketBackend {
 		BucketDefinition.Shared definition = (BucketDefinition.Shared) bucket;
 		return RedisTokenBucket.builder()
 			.name(definition.name())
-			.connectionFactory(this.connectionFactory)
+			.connection(connection())
 			.keyPrefix(definition.redis().getKeyPrefix())
-			.rate(definition.exactRate().tokens(), definition.exactRate().period())
+			.rate(definition.exactRate())
 			.limit(definition.limit())
 			.cappedRelease(definition.cappedRelease())
 			.timeout(definition.redis().getTimeout())
 			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
 			.stats(stats)
 			.build();
+	}
+
+	/** One connection for every bucket of this backend, opened (and the script loaded) with the first. */
+	private synchronized ScriptConnection connection() {
+		ScriptConnection open = this.connection;
+		if (open == null) {
+			open = ScriptConnection.of(this.connectionFactory);
+			this.connection = open;
+		}
+		return open;
+	}
+
+	@Override
+	public void destroy() {
+		ScriptConnection open = this.connection;
+		if (open != null) {
+			open.close();
+		}
 	}
 }

@@ -1,98 +1,75 @@
 package dev.ratelimit.redis;
 
 import java.time.Duration;
-import java.util.List;
-import java.util.Objects;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Future;
-import java.util.concurrent.RejectedExecutionException;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.ThreadPoolExecutor;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.LongSupplier;
 
 import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.core.RateLimiterBuilder;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.core.TokenBucketBuilder;
+import dev.ratelimit.redis.BucketScript.Mode;
+import dev.ratelimit.redis.BucketScript.Reply;
+import dev.ratelimit.redis.BucketScript.Settings;
+import dev.ratelimit.redis.FailureDetector.Call;
 import dev.ratelimit.spring.BackendHealth;
+import org.jspecify.annotations.Nullable;
 
-import org.apache.commons.logging.Log;
-import org.apache.commons.logging.LogFactory;
-
-import org.springframework.core.io.ClassPathResource;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
-import org.springframework.data.redis.core.StringRedisTemplate;
-import org.springframework.data.redis.core.script.RedisScript;
 
 /**
  * A rover bucket shared by every instance of an application, on Redis.
  *
- * <p>Every acquisition is one round trip: one Lua script (EVALSHA, falling back to EVAL when the
- * server does not know it yet) that replenishes the bucket with Redis's own clock ({@code TIME}, so
- * the instances' clocks do not matter), takes the tokens, and answers how long the caller must wait
- * for them. The caller then waits locally: its claim already holds its place, so nothing is retried
- * and nothing is compared-and-set. The state is one hash, {@code <key-prefix>{<bucket>}} (the braces
- * are a Redis Cluster hash tag), that expires when the bucket would be full again anyway.
+ * <p>Every acquisition is one round trip: one Lua script ({@link BucketScript}) that replenishes the
+ * bucket with Redis's own clock ({@code TIME}, so the instances' clocks do not matter), takes the
+ * tokens, and answers how long the caller must wait for them. The caller then waits locally: its
+ * claim already holds its place, so nothing is retried and nothing is compared-and-set. The state is
+ * one hash, {@code <key-prefix>{<bucket>}} (the braces are a Redis Cluster hash tag), that expires
+ * when the bucket would be full again anyway.
  *
- * <h2>Exact arithmetic</h2>
- * The rate is held as exactly {@code A} tokens per {@code B} microseconds (reduced), and the bucket
- * keeps the remainder of a token in units of {@code 1/B}, so no fraction of a token is dropped however
- * often it is called. Lua numbers are doubles, exact below 2^53; the builder refuses a limit whose
- * {@code limit * B} would come near it.
+ * <h2>No thread per call</h2>
+ * Calls go out on one asynchronous Lettuce connection ({@link ScriptConnection}) shared by the
+ * application's buckets. A blocking caller waits on its own thread for the reply, at most
+ * {@code timeout}; a {@link #reserve} returns at once, before Redis answers, and the reservation's
+ * {@link Reservation#poll()} reports the answer when it has come (a reactive caller is woken by it and
+ * never blocks its event loop).
  *
  * <h2>When Redis does not answer</h2>
- * A call waits for Redis at most {@code timeout} (connecting included; the command runs on a small
- * pool of its own, so a hung connection never holds the caller), then applies the failure policy at
- * once: {@link OnFailure#ALLOW} lets it through, {@link OnFailure#DENY} refuses it, {@link OnFailure#LOCAL}
- * limits it with an in-memory {@link SharedTokenBucket} of the same rate and limit (starting full).
- * After {@value #FAILURES_TO_TRIP} failures in a row (never on load: callers beyond the pool queue for
- * it) the bucket stops asking Redis for a back-off that doubles from 100 ms up to 5 s; then one caller
- * probes, and the first answer puts the bucket back on Redis.
+ * A call that fails or has no reply within {@code timeout} applies the failure policy:
+ * {@link OnFailure#ALLOW} lets it through, {@link OnFailure#DENY} refuses it, {@link OnFailure#LOCAL}
+ * (the default) limits it with an in-memory {@link SharedTokenBucket} of the same rate and limit
+ * (starting full). The {@link FailureDetector} decides when the bucket stops asking Redis (several
+ * failures in a row, never load) and when it asks again. A reply that comes after its call timed out,
+ * or after its caller gave up, is not lost: tokens it granted are given back.
  *
  * <h2>Capped release across instances</h2>
- * Tokens in flight are counted in the hash; a permit's close releases them. An instance that dies
- * holding tokens never releases them: they stay in flight until the key expires, an hour after the
- * bucket's last use, and the bucket runs that much below its limit meanwhile.
+ * Tokens in flight are counted in the hash; a permit's close releases them. A caller waiting for
+ * releases asks Redis again when a release on this instance wakes it, and otherwise at intervals that
+ * grow from 1 ms to {@value #MAX_RELEASE_ASK_MILLIS} ms. An instance that dies holding tokens never
+ * releases them: they stay in flight until the key expires, an hour after the bucket's last use.
  */
 public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
-	private static final RedisScript<List> SCRIPT = RedisScript
-		.of(new ClassPathResource("dev/ratelimit/redis/bucket.lua"), List.class);
+	/** The longest a capped waiter goes without asking Redis whether tokens were released elsewhere. */
+	static final long MAX_RELEASE_ASK_MILLIS = 32;
 
-	private static final long MAX_EXACT = 1L << 50;
-
-	/**
-	 * Failed or timed-out calls in a row after which the bucket runs on its policy (contract revision
-	 * 2: several in a row, never load or one slow reply).
-	 */
-	static final int FAILURES_TO_TRIP = 3;
-
-	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
-
-	private static final long MIN_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-
-	private static final long MAX_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(5);
-
-	private static final long RELEASE_POLL_NANOS = TimeUnit.MILLISECONDS.toNanos(1);
-
-	/** What a call does when Redis does not answer in time. */
+	/** What a call does when Redis does not answer. */
 	public enum OnFailure {
 
 		/** Let the call through. */
 		ALLOW,
 		/** Refuse the call with {@link RateLimitExceededException}. */
 		DENY,
-		/** Limit the call with an in-memory bucket of the same rate and limit. */
+		/** Limit the call with an in-memory bucket of the same rate and limit (the default). */
 		LOCAL
 
 	}
@@ -101,11 +78,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final String key;
 
-	private final StringRedisTemplate redis;
-
-	private final boolean cappedRelease;
-
-	private final long timeoutNanos;
+	private final ScriptConnection connection;
 
 	private final OnFailure onFailure;
 
@@ -113,54 +86,39 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final StatsRecorder stats;
 
-	private final ExecutorService executor;
-
 	private final LongSupplier clock = System::nanoTime;
 
 	private final AtomicInteger waiting = new AtomicInteger();
 
-	private final AtomicBoolean probing = new AtomicBoolean();
+	private final FailureDetector detector;
 
-	private volatile Rate rate;
+	/** Claims waiting for capped tokens to be released, woken by a release on this instance. */
+	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
 
-	private volatile long downUntil;
+	private volatile Settings settings;
 
-	private volatile int failures;
-
-	private volatile String lastError;
-
-	private RedisTokenBucket(Builder builder) {
-		if (builder.connectionFactory == null) {
-			throw new IllegalArgumentException("connectionFactory must not be null");
-		}
+	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
-			throw new IllegalArgumentException("timeout must be a positive duration, was " + builder.timeout);
+			throw new IllegalArgumentException("timeout of Redis bucket '" + name
+					+ "' must be a positive duration, was " + builder.timeout);
 		}
-		dev.ratelimit.core.Rate rate = builder.bucketRate();
+		Rate rate = builder.rate();
+		long limit = builder.limit(rate);
+		this.settings = Settings.of(rate, limit, builder.capped(), name);
+		// the fallback counts nothing itself: this bucket counts every call once, whoever decides it
 		this.fallback = SharedTokenBucket.builder()
-			.name(builder.bucketName())
+			.name(name)
 			.rate(rate)
-			.limit(builder.limit)
-			.cappedRelease(builder.cappedRelease)
+			.limit(limit)
+			.cappedRelease(builder.capped())
 			.clock(builder.fallbackClock())
-			.stats(builder.bucketStats())
 			.build();
-		this.rate = Rate.of(rate.tokens(), rate.period(), builder.limit);
-		this.name = builder.bucketName();
-		this.key = builder.keyPrefix + "{" + builder.bucketName() + "}";
-		this.redis = new StringRedisTemplate(builder.connectionFactory);
-		this.cappedRelease = builder.cappedRelease;
-		this.timeoutNanos = builder.timeout.toNanos();
+		this.name = name;
+		this.key = builder.keyPrefix + "{" + name + "}";
+		this.connection = connection;
 		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
-		// calls queue for a thread rather than being rejected: a burst of callers is load, not an outage
-		ThreadPoolExecutor pool = new ThreadPoolExecutor(64, 64, 30, TimeUnit.SECONDS, new LinkedBlockingQueue<>(), (runnable) -> {
-			Thread thread = new Thread(runnable, "ratelimit-redis-" + builder.bucketName());
-			thread.setDaemon(true);
-			return thread;
-		});
-		pool.allowCoreThreadTimeOut(true);
-		this.executor = pool;
+		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock);
 	}
 
 	/**
@@ -187,13 +145,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Whether the last call reached Redis.
+	 * Whether the bucket asks Redis (rather than applying its failure policy).
 	 *
-	 * @return {@code true} while Redis answers
+	 * @return {@code true} unless several calls in a row have failed
 	 */
 	@Override
 	public boolean isUp() {
-		return this.failures < FAILURES_TO_TRIP;
+		return this.detector.isUp();
 	}
 
 	/**
@@ -203,82 +161,77 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public String health() {
-		return isUp() ? "up" : "down: " + this.lastError;
+		return isUp() ? "up" : "down: " + this.detector.lastError();
+	}
+
+	@Override
+	public void onCall(CallListener listener) {
+		this.detector.addListener(listener);
 	}
 
 	@Override
 	public boolean tryAcquire(long n) {
-		checkCost(n);
+		Settings s = this.settings;
+		checkCost(s, n);
 		if (n == 0) {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		List<Long> reply = call("acquire", n, 0);
+		Call call = send(s, Mode.ACQUIRE, n, 0);
+		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
-			return switch (this.onFailure) {
-				case ALLOW -> {
-					this.stats.recordGranted(0);
-					yield true;
-				}
-				case DENY -> {
-					this.stats.recordRejected();
-					yield false;
-				}
+			boolean granted = switch (this.onFailure) {
+				case ALLOW -> true;
+				case DENY -> false;
 				case LOCAL -> this.fallback.tryAcquire(n);
 			};
+			record(granted);
+			return granted;
 		}
-		if (reply.get(0) == 1 && reply.get(1) == 0) {
+		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
+		record(granted);
+		return granted;
+	}
+
+	private void record(boolean granted) {
+		if (granted) {
 			this.stats.recordGranted(0);
-			return true;
 		}
-		this.stats.recordRejected();
-		return false;
+		else {
+			this.stats.recordRejected();
+		}
 	}
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
-		checkCost(n);
+		checkCost(this.settings, n);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens of '" + this.name + "'");
 		}
-		Reservation reservation = reserve(n, maxWait);
-		// a claim on Redis, or on the local fallback while Redis does not answer: either way it already
-		// holds its tokens' place, so wait for it (claiming again would take the tokens twice)
-		return ((AbstractReservation) reservation).await();
+		// a claim on Redis, or on the local fallback while Redis does not answer: either way it holds its
+		// tokens' place, so wait for it (claiming again would take the tokens twice)
+		return ((AbstractReservation) reserve(n, maxWait)).await();
 	}
 
+	/**
+	 * Claims {@code n} tokens without waiting for Redis: the claim's first {@link Reservation#poll()}
+	 * calls report the answer (or the failure policy's decision) once it is there, and a caller that
+	 * registered {@link Reservation#onWake} is woken when it comes.
+	 */
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
 		long budget = AbstractReservation.budgetNanos(maxWait);
-		checkCost(n);
+		Settings s = this.settings;
+		checkCost(s, n);
 		long start = this.clock.getAsLong();
+		Claim claim = new Claim(n, maxWait, budget, start);
 		if (n == 0) {
-			return new Claim(0, maxWait, start, start);
+			claim.allow(start);
+			return claim;
 		}
-		List<Long> reply = call("acquire", n, TimeUnit.NANOSECONDS.toMicros(budget));
-		if (reply == null) {
-			return switch (this.onFailure) {
-				case ALLOW -> new Claim(0, maxWait, start, start);
-				case DENY -> {
-					this.stats.recordRejected();
-					throw new RateLimitExceededException(this.name, n, Duration.ofNanos(remainingBackoff()),
-							"Rate limit bucket '" + this.name + "' refuses calls while Redis does not answer ("
-									+ this.lastError + ")");
-				}
-				case LOCAL -> this.fallback.reserve(n, maxWait);
-			};
-		}
-		long code = reply.get(0);
-		long waitNanos = TimeUnit.MICROSECONDS.toNanos(reply.get(1));
-		if (code == 0) {
-			this.stats.recordRejected();
-			throw new RateLimitExceededException(this.name, n, Duration.ofNanos(waitNanos));
-		}
-		if (code == 2) {
-			return new Claim(n, maxWait, start, Long.MIN_VALUE);
-		}
-		return new Claim(n, maxWait, start, start + waitNanos);
+		claim.ask(s, start);
+		return claim;
 	}
 
 	/**
@@ -287,136 +240,90 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * @param n the tokens released
 	 */
 	public void release(long n) {
-		if (this.cappedRelease && n > 0) {
-			try {
-				this.executor.execute(() -> call("release", n, 0));
-			}
-			catch (RejectedExecutionException ex) {
-				call("release", n, 0);
+		Settings s = this.settings;
+		if (s.capped() && n > 0) {
+			sendUnconditionally(s, Mode.RELEASE, n);
+			for (Claim waiter : this.releaseWaiters) {
+				waiter.releasedNearby();
 			}
 		}
 	}
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		Rate r = this.rate;
-		List<Long> reply = call("peek", 0, 0);
+		Settings s = this.settings;
+		Call call = send(s, Mode.PEEK, 0, 0);
+		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
+		Rate rate = s.rate();
 		if (reply == null) {
-			RateLimiterSnapshot local = this.fallback.snapshot();
-			return new RateLimiterSnapshot(r.tokens, r.period, r.limit, this.cappedRelease,
-					(this.onFailure == OnFailure.LOCAL) ? local.available() : 0,
-					(this.onFailure == OnFailure.LOCAL) ? local.deficiency() : 0,
-					this.waiting.get() + ((this.onFailure == OnFailure.LOCAL) ? local.waiting() : 0),
-					(this.onFailure == OnFailure.LOCAL) ? local.inFlight() : 0, this.stats.granted(),
-					this.stats.rejected(), null, Duration.ZERO);
+			boolean local = this.onFailure == OnFailure.LOCAL;
+			RateLimiterSnapshot fallbackView = this.fallback.snapshot();
+			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), s.capped(),
+					local ? fallbackView.available() : 0, local ? fallbackView.deficiency() : 0,
+					this.waiting.get() + (local ? fallbackView.waiting() : 0), local ? fallbackView.inFlight() : 0,
+					this.stats.granted(), this.stats.rejected(), null, Duration.ZERO);
 		}
-		long level = reply.get(2);
-		return new RateLimiterSnapshot(r.tokens, r.period, r.limit, this.cappedRelease, Math.max(level, 0),
-				Math.max(-level, 0), this.waiting.get(), reply.get(4), this.stats.granted(), this.stats.rejected(),
+		long level = reply.level();
+		long available = Math.max(level, 0);
+		if (s.capped()) {
+			// a capped bucket lends only what is not in flight, whatever time has banked
+			available = Math.min(available, Math.max(s.limit() - reply.inFlight(), 0));
+		}
+		return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), s.capped(), available,
+				Math.max(-level, 0), this.waiting.get(), reply.inFlight(), this.stats.granted(), this.stats.rejected(),
 				null, Duration.ZERO);
 	}
 
 	@Override
 	public synchronized void updateRate(long tokens, Duration period) {
-		Rate next = Rate.of(tokens, period, this.rate.limit);
-		call("peek", 0, 0); // the time that passed counts at the old rate
-		this.rate = next;
+		Settings next = this.settings.withRate(Rate.of(tokens, period), this.name);
+		Call call = send(this.settings, Mode.SYNC, 0, 0); // the time that passed counts at the old rate
+		if (call != null) {
+			call.awaitUninterruptibly();
+		}
+		this.settings = next;
 		this.fallback.updateRate(tokens, period);
 	}
 
 	@Override
 	public synchronized void updateLimit(long limit) {
-		Rate r = this.rate;
-		this.rate = Rate.of(r.tokens, r.period, limit);
+		this.settings = this.settings.withLimit(limit, this.name);
 		this.fallback.updateLimit(limit);
 	}
 
 	// ---- Redis calls ----------------------------------------------------------------------------------
 
+	/** Sends a call unless the bucket is in its back-off ({@code null}: apply the policy). */
+	private @Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros) {
+		String[] arguments = s.arguments(mode, n, maxWaitMicros);
+		return this.detector.send(() -> this.connection.run(this.key, arguments),
+				(mode == Mode.ACQUIRE) ? (unused) -> giveBackGrant(n) : null);
+	}
+
 	/**
-	 * Runs the script, waiting at most the timeout; {@code null} when Redis did not answer (or is in its
-	 * back-off), after which the caller applies the failure policy.
+	 * A refund or a release: sent even during a back-off (Lettuce holds it while it reconnects), so
+	 * that tokens are not kept in flight for a failure that is already over.
 	 */
-	private List<Long> call(String mode, long n, long maxWaitMicros) {
-		long now = this.clock.getAsLong();
-		boolean probe = false;
-		if (this.failures >= FAILURES_TO_TRIP) {
-			if (now - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
-				return null;
-			}
-			probe = true;
-		}
-		Rate r = this.rate;
-		Future<List<Long>> future;
-		try {
-			future = this.executor.submit(() -> execute(r, mode, n, maxWaitMicros));
-		}
-		catch (RejectedExecutionException ex) {
-			failed(ex);
-			return null;
-		}
-		try {
-			List<Long> reply = future.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
-			if (this.failures >= FAILURES_TO_TRIP) {
-				logger.info("Rate limit bucket '" + this.name + "' is back on Redis (" + this.key + ")");
-			}
-			this.failures = 0;
-			this.lastError = null;
-			return reply;
-		}
-		catch (InterruptedException ex) {
-			future.cancel(true);
-			Thread.currentThread().interrupt();
-			return null;
-		}
-		catch (TimeoutException | ExecutionException ex) {
-			future.cancel(true);
-			failed(ex);
-			return null;
-		}
-		finally {
-			if (probe) {
-				this.probing.set(false);
-			}
-		}
+	private void sendUnconditionally(Settings s, Mode mode, long n) {
+		this.connection.run(this.key, s.arguments(mode, n, 0));
 	}
 
-	@SuppressWarnings("unchecked")
-	private List<Long> execute(Rate r, String mode, long n, long maxWaitMicros) {
-		return this.redis.execute((RedisScript<List<Long>>) (RedisScript<?>) SCRIPT, List.of(this.key),
-				Long.toString(r.a), Long.toString(r.b), Long.toString(r.limit), Long.toString(n),
-				Long.toString(maxWaitMicros), this.cappedRelease ? "1" : "0", mode);
+	/** Gives back a grant that nobody takes (its caller gave up, or it came after the timeout). */
+	private void giveBackGrant(long n) {
+		sendUnconditionally(this.settings, Mode.REFUND, n);
 	}
 
-	private void failed(Exception ex) {
-		int f = this.failures + 1;
-		this.failures = f;
-		Throwable cause = (ex instanceof ExecutionException && ex.getCause() != null) ? ex.getCause() : ex;
-		this.lastError = (cause instanceof TimeoutException) ? "no answer within " + Duration.ofNanos(this.timeoutNanos)
-				: cause.getClass().getSimpleName() + ": " + cause.getMessage();
-		if (f == FAILURES_TO_TRIP) {
-			logger.warn("Rate limit bucket '" + this.name + "' runs on its on-failure policy (" + this.onFailure
-					.name()
-					.toLowerCase(java.util.Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
-					+ this.lastError);
-		}
-		if (f >= FAILURES_TO_TRIP) {
-			long backoff = Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(f - FAILURES_TO_TRIP, 6));
-			this.downUntil = this.clock.getAsLong() + backoff;
-		}
-	}
-
-	private long remainingBackoff() {
-		return Math.max(this.downUntil - this.clock.getAsLong(), 1);
-	}
-
-	private void checkCost(long n) {
+	private void checkCost(Settings s, long n) {
 		if (n < 0) {
 			throw new IllegalArgumentException("n must be >= 0, was " + n);
 		}
-		if (this.cappedRelease && n > this.rate.limit) {
-			throw new IllegalArgumentException("n must be at most the limit (" + this.rate.limit
-					+ ") of capped bucket '" + this.name + "', was " + n + ": it could never be granted");
+		if (s.capped() && n > s.limit()) {
+			throw new IllegalArgumentException("n must be at most the limit (" + s.limit() + ") of capped bucket '"
+					+ this.name + "', was " + n + ": it could never be granted");
+		}
+		if (n > s.maxCost()) {
+			throw new IllegalArgumentException("n must be at most " + s.maxCost() + " for Redis bucket '" + this.name
+					+ "' (exact arithmetic in Lua doubles), was " + n);
 		}
 	}
 
@@ -425,79 +332,198 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return "RedisTokenBucket '" + this.name + "' [" + this.key + ", " + health() + "]";
 	}
 
-	/** The rate as A tokens per B microseconds, reduced, and the limit. */
-	private record Rate(long tokens, Duration period, long limit, long a, long b) {
-
-		static Rate of(long tokens, Duration period, long limit) {
-			if (tokens <= 0) {
-				throw new IllegalArgumentException("rate must be > 0 tokens per period, was " + tokens);
-			}
-			if (period == null || period.isZero() || period.isNegative()) {
-				throw new IllegalArgumentException("period must be a positive duration, was " + period);
-			}
-			if (limit < 1) {
-				throw new IllegalArgumentException("limit must be >= 1, was " + limit);
-			}
-			long nanos = period.toNanos();
-			long scaled = Math.multiplyExact(tokens, 1000L);
-			long g = gcd(scaled, nanos);
-			long a = scaled / g;
-			long b = nanos / g;
-			if (b >= MAX_EXACT / limit || a >= MAX_EXACT) {
-				throw new IllegalArgumentException("limit " + limit + " with " + tokens + " per " + period
-						+ " is too fine for exact arithmetic in Redis (Lua doubles); use a coarser period or a smaller"
-						+ " limit");
-			}
-			return new Rate(tokens, period, limit, a, b);
-		}
-
-		private static long gcd(long x, long y) {
-			while (y != 0) {
-				long t = x % y;
-				x = y;
-				y = t;
-			}
-			return x;
-		}
-	}
-
-	/** A caller's claim in Redis: covered at {@code due}, or waiting for releases. */
+	/**
+	 * A caller's claim. Its phases: {@code ASKING} (a call to Redis is out), then {@code DUE} (Redis
+	 * granted the tokens, or the policy let the call through, at {@code due}), {@code RELEASES} (a
+	 * capped bucket with every token in flight: ask again later) or {@code LOCAL} (the fallback's claim
+	 * decides). Every move happens under the claim's monitor: a poll and a cancel may race.
+	 */
 	private final class Claim extends AbstractReservation {
 
-		private volatile long due;
+		private static final int ASKING = 0;
 
-		private volatile boolean claimed;
+		private static final int DUE = 1;
 
-		Claim(long n, Duration maxWait, long start, long due) {
+		private static final int RELEASES = 2;
+
+		private static final int LOCAL = 3;
+
+		private final long budgetNanos;
+
+		private final long startNanos;
+
+		private int phase = ASKING;
+
+		private @Nullable Call call;
+
+		private long due;
+
+		/** Whether Redis holds tokens for this claim (to give back on cancel, to release on close). */
+		private boolean claimed;
+
+		private long nextAskNanos;
+
+		private long askIntervalNanos = TimeUnit.MILLISECONDS.toNanos(1);
+
+		private @Nullable Reservation local;
+
+		Claim(long n, Duration maxWait, long budgetNanos, long start) {
 			super(RedisTokenBucket.this.name, n, maxWait, RedisTokenBucket.this.clock, start,
 					RedisTokenBucket.this.stats, RedisTokenBucket.this.waiting);
-			this.due = due;
-			this.claimed = (due != Long.MIN_VALUE) && n > 0;
+			this.budgetNanos = budgetNanos;
+			this.startNanos = start;
+		}
+
+		synchronized void allow(long now) {
+			this.phase = DUE;
+			this.due = now;
+		}
+
+		/** Sends the acquire; in a back-off, applies the policy at once. */
+		synchronized void ask(Settings s, long now) {
+			long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
+			Call sent = send(s, Mode.ACQUIRE, tokens(), s.maxWaitMicros(left));
+			if (sent == null) {
+				applyPolicy(now);
+				return;
+			}
+			this.call = sent;
+			this.phase = ASKING;
+			sent.whenDone(this::wakeUp);
+		}
+
+		void wakeUp() {
+			wake();
+		}
+
+		void releasedNearby() {
+			synchronized (this) {
+				this.nextAskNanos = RedisTokenBucket.this.clock.getAsLong();
+				this.askIntervalNanos = TimeUnit.MILLISECONDS.toNanos(1);
+			}
+			wake();
 		}
 
 		@Override
-		protected long delayNanos(long nowNanos) {
-			if (this.due == Long.MIN_VALUE) {
-				List<Long> reply = call("acquire", tokens(), 0);
-				if (reply == null || reply.get(0) != 1) {
-					return AWAITING_RELEASE;
+		protected synchronized long delayNanos(long now) {
+			for (;;) {
+				switch (this.phase) {
+					case ASKING -> {
+						Call asked = this.call;
+						if (!asked.isSettled(now)) {
+							return AWAITING_ANSWER;
+						}
+						Reply reply = asked.reply();
+						if (reply == null) {
+							applyPolicy(now);
+						}
+						else {
+							answered(reply, asked, now);
+						}
+					}
+					case DUE -> {
+						return Math.max(this.due - now, 0);
+					}
+					case RELEASES -> {
+						if (now - this.nextAskNanos < 0) {
+							return AWAITING_RELEASE;
+						}
+						RedisTokenBucket.this.releaseWaiters.remove(this);
+						ask(RedisTokenBucket.this.settings, now);
+					}
+					default -> {
+						return localDelay();
+					}
+				}
+			}
+		}
+
+		private void answered(Reply reply, Call asked, long now) {
+			if (reply.code() == Reply.GRANTED) {
+				if (!asked.take()) {
+					throw new IllegalStateException("Grant of '" + RedisTokenBucket.this.name + "' taken twice");
 				}
 				this.claimed = true;
-				this.due = nowNanos;
+				long wait = TimeUnit.MICROSECONDS.toNanos(reply.waitMicros());
+				// counted from the answer (never early), but never past the caller's deadline
+				this.due = Math.min(now + wait, this.startNanos + this.budgetNanos);
+				this.phase = DUE;
 			}
-			return Math.max(this.due - nowNanos, 0);
+			else if (reply.code() == Reply.AWAITING_RELEASE) {
+				this.phase = RELEASES;
+				this.nextAskNanos = now + this.askIntervalNanos;
+				this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
+						TimeUnit.MILLISECONDS.toNanos(MAX_RELEASE_ASK_MILLIS));
+				RedisTokenBucket.this.releaseWaiters.add(this);
+			}
+			else {
+				throw refused(Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(reply.waitMicros())), null);
+			}
+		}
+
+		private void applyPolicy(long now) {
+			switch (RedisTokenBucket.this.onFailure) {
+				case ALLOW -> allow(now);
+				case DENY -> throw refused(Duration.ofNanos(RedisTokenBucket.this.detector.remainingBackoffNanos()),
+						"Rate limit bucket '" + RedisTokenBucket.this.name + "' refuses calls while Redis does not answer ("
+								+ RedisTokenBucket.this.detector.lastError() + ")");
+				case LOCAL -> {
+					long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
+					try {
+						Reservation fallbackClaim = RedisTokenBucket.this.fallback.reserve(tokens(),
+								Duration.ofNanos(left));
+						fallbackClaim.onWake(this::wakeUp);
+						this.local = fallbackClaim;
+						this.phase = LOCAL;
+					}
+					catch (RateLimitExceededException ex) {
+						throw refused(ex.getRetryAfter(), null);
+					}
+				}
+			}
+		}
+
+		private long localDelay() {
+			try {
+				return this.local.poll();
+			}
+			catch (RateLimitExceededException ex) {
+				throw refused(ex.getRetryAfter(), null);
+			}
+		}
+
+		/** Refuses the claim: cancelled (nothing is held), counted, and the exception to throw. */
+		private RateLimitExceededException refused(Duration retryAfter, @Nullable String message) {
+			if (cancel()) {
+				RedisTokenBucket.this.stats.recordRejected();
+			}
+			return (message != null) ? new RateLimitExceededException(RedisTokenBucket.this.name, tokens(), retryAfter,
+					message) : new RateLimitExceededException(RedisTokenBucket.this.name, tokens(), retryAfter);
 		}
 
 		@Override
-		protected void giveBack() {
-			if (this.claimed) {
-				call("refund", tokens(), 0);
+		protected synchronized void giveBack() {
+			RedisTokenBucket.this.releaseWaiters.remove(this);
+			switch (this.phase) {
+				case ASKING -> this.call.discard();
+				case DUE -> {
+					if (this.claimed) {
+						this.claimed = false;
+						giveBackGrant(tokens());
+					}
+				}
+				case LOCAL -> this.local.cancel();
+				default -> {
+				}
 			}
 		}
 
 		@Override
-		protected Permit grantedPermit() {
-			if (!RedisTokenBucket.this.cappedRelease || tokens() == 0 || !this.claimed) {
+		protected synchronized Permit grantedPermit() {
+			if (this.phase == LOCAL) {
+				return this.local.permit();
+			}
+			if (!this.claimed || !RedisTokenBucket.this.settings.capped()) {
 				return Permit.noop();
 			}
 			long n = tokens();
@@ -506,17 +532,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Builds a {@link RedisTokenBucket}.
+	 * Builds a {@link RedisTokenBucket}. The name and the connection factory are required; the limit
+	 * defaults to one period's tokens, as for a local bucket.
 	 */
-	public static final class Builder extends RateLimiterBuilder<Builder> {
+	public static final class Builder extends TokenBucketBuilder<Builder> {
 
-		private RedisConnectionFactory connectionFactory;
+		private @Nullable RedisConnectionFactory connectionFactory;
+
+		private @Nullable ScriptConnection connection;
 
 		private String keyPrefix = "ratelimit:";
-
-		private long limit = 1;
-
-		private boolean cappedRelease;
 
 		private Duration timeout = Duration.ofMillis(100);
 
@@ -525,61 +550,87 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		private Builder() {
 		}
 
-		/** @param connectionFactory the Redis connection factory @return this builder */
+		/**
+		 * The Redis connection factory; the bucket opens one asynchronous connection on its Lettuce client.
+		 *
+		 * @param connectionFactory the application's Lettuce connection factory
+		 * @return this builder
+		 */
 		public Builder connectionFactory(RedisConnectionFactory connectionFactory) {
 			this.connectionFactory = connectionFactory;
 			return this;
 		}
 
-		/** @param keyPrefix the prefix of the bucket's key @return this builder */
+		/** The connection shared by the buckets of one backend. */
+		Builder connection(ScriptConnection connection) {
+			this.connection = connection;
+			return this;
+		}
+
+		/**
+		 * The prefix of the bucket's key; default {@code ratelimit:}.
+		 *
+		 * @param keyPrefix the prefix
+		 * @return this builder
+		 */
 		public Builder keyPrefix(String keyPrefix) {
 			this.keyPrefix = keyPrefix;
 			return this;
 		}
 
-		/** @param limit the most tokens banked @return this builder */
-		public Builder limit(long limit) {
-			this.limit = limit;
-			return this;
-		}
-
-		/** @param cappedRelease whether tokens return only on release @return this builder */
-		public Builder cappedRelease(boolean cappedRelease) {
-			this.cappedRelease = cappedRelease;
-			return this;
-		}
-
-		/** @param timeout the longest a call waits for Redis @return this builder */
+		/**
+		 * The longest a call waits for Redis, connecting included; default 100 ms.
+		 *
+		 * @param timeout a positive duration
+		 * @return this builder
+		 */
 		public Builder timeout(Duration timeout) {
 			this.timeout = timeout;
 			return this;
 		}
 
-		/** @param onFailure what a call does when Redis does not answer @return this builder */
+		/**
+		 * What a call does when Redis does not answer; default {@link OnFailure#LOCAL}.
+		 *
+		 * @param onFailure the policy
+		 * @return this builder
+		 */
 		public Builder onFailure(OnFailure onFailure) {
 			this.onFailure = onFailure;
 			return this;
 		}
 
 		/**
-		 * Builds the bucket.
+		 * Builds the bucket, opening its connection when it was given a connection factory.
 		 *
 		 * @return the bucket
+		 * @throws IllegalArgumentException naming the argument that is missing or out of range
 		 */
 		public RedisTokenBucket build() {
 			String name = limiterName();
 			if (name == null || name.isEmpty()) {
 				throw new IllegalArgumentException("name must not be empty: it names the bucket's key");
 			}
-			return new RedisTokenBucket(this);
+			ScriptConnection shared = this.connection;
+			if (shared == null) {
+				if (this.connectionFactory == null) {
+					throw new IllegalArgumentException("connectionFactory of Redis bucket '" + name + "' must be set");
+				}
+				shared = ScriptConnection.of(this.connectionFactory);
+			}
+			return new RedisTokenBucket(this, name, shared);
 		}
 
-		private String bucketName() {
-			return Objects.requireNonNull(limiterName());
-		}
-
-		private dev.ratelimit.core.Rate bucketRate() {
+		private Rate rate() {
 			return limiterRate();
+		}
+
+		private long limit(Rate rate) {
+			return checkedLimit(rate);
+		}
+
+		private boolean capped() {
+			return isCappedRelease();
 		}
 
 		private LongSupplier fallbackClock() {

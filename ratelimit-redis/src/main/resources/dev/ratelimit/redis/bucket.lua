@@ -3,9 +3,10 @@
 -- f = tokens in flight (capped release). The rate is exactly A tokens per B microseconds, so a credit
 -- unit is 1/B of a token and every microsecond earns A units: integers, exact while they stay below
 -- 2^53 (checked by the client: limit * B and the queue's debt stay far below it).
--- ARGV: A, B, limit, n, maxwait (us), capped (0/1), mode (acquire | refund | release | peek)
+-- ARGV: A, B, limit, n, maxwait (us), capped (0/1), mode (acquire | refund | release | sync | peek)
 -- Reply: {code, wait (us), level, remainder, in flight}; code 1 = granted after wait, 0 = refused
--- (wait = what was needed), 2 = capped and waiting for releases (nothing taken), 3 = peek/refund/release.
+-- (wait = what was needed), 2 = capped and waiting for releases (nothing taken), 3 = the other modes.
+-- peek writes nothing (a read for metrics and the endpoint); sync only banks the time that passed.
 local key = KEYS[1]
 local A = tonumber(ARGV[1])
 local B = tonumber(ARGV[2])
@@ -50,6 +51,10 @@ if elapsed > 0 then
     rem = units - add * B
   end
   last = now
+elseif elapsed < 0 then
+  -- Redis's clock stepped back (a failover to a replica whose clock is behind): count from the new
+  -- reading, crediting nothing for the step, rather than stall until the old reading comes back
+  last = now
 end
 
 local code = 3
@@ -79,6 +84,10 @@ elseif mode == 'refund' then
   end
 elseif mode == 'release' then
   inflight = math.max(0, inflight - n)
+end
+
+if mode == 'peek' then
+  return {code, wait, level, rem, inflight}
 end
 
 redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight)

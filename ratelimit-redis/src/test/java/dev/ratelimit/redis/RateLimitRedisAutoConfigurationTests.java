@@ -1,5 +1,10 @@
 package dev.ratelimit.redis;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.net.ServerSocket;
+import java.util.Map;
+
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
@@ -8,6 +13,7 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
+import dev.ratelimit.spring.actuate.RateLimitHealthAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import io.micrometer.core.instrument.MeterRegistry;
 
@@ -16,6 +22,9 @@ import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterR
 import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
 import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
 import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
+import org.springframework.boot.health.contributor.Health;
+import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -73,9 +82,71 @@ class RateLimitRedisAutoConfigurationTests {
 				assertThat(meters.get("ratelimit.backend.up").tags("bucket", "orders", "backend", "redis").gauge().value())
 					.isEqualTo(1.0);
 				assertThat(meters.find("ratelimit.backend.up").tag("bucket", "local").gauge()).isNull();
+				// one call to Redis so far (the gauge above reads no level); reading the levels is a call too
+				assertThat(meters.get("ratelimit.backend.calls")
+					.tags("bucket", "orders", "backend", "redis", "outcome", "ok")
+					.timer()
+					.count()).isEqualTo(1);
+				assertThat(meters.get("ratelimit.backend.calls").tags("bucket", "orders", "outcome", "timeout").timer()
+					.count()).isZero();
+				assertThat(meters.find("ratelimit.backend.calls").tag("bucket", "local").timer()).isNull();
 				assertThat(meters.get("ratelimit.calls").tags("bucket", "orders", "outcome", "granted").functionCounter()
 					.count()).isEqualTo(1.0);
 			});
+	}
+
+	@Test
+	void reportsEachRedisBucketInTheHealthContributor() {
+		this.runner.withConfiguration(AutoConfigurations.of(RateLimitHealthAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.run((context) -> {
+				Health health = context.getBean("ratelimitsHealthIndicator", HealthIndicator.class).health();
+				assertThat(health.getStatus()).isEqualTo(Status.UP);
+				assertThat(health.getDetails()).containsExactly(Map.entry("orders", "up"));
+			});
+	}
+
+	@Test
+	void aBucketOnItsPolicyMakesTheHealthContributorReportTheConfiguredStatus() {
+		this.runner.withConfiguration(AutoConfigurations.of(RateLimitHealthAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + unusedPort(),
+					"ratelimit.health.backend-down-status=OUT_OF_SERVICE")
+			.run((context) -> {
+				// the application starts while Redis is down
+				assertThat(context).hasNotFailed();
+				RateLimiter orders = context.getBean("orders", RateLimiter.class);
+				for (int i = 0; i < 5; i++) {
+					assertThat(orders.tryAcquire(1)).isFalse(); // on-failure: deny
+				}
+				Health health = context.getBean("ratelimitsHealthIndicator", HealthIndicator.class).health();
+				assertThat(health.getStatus()).isEqualTo(Status.OUT_OF_SERVICE);
+				assertThat((String) health.getDetails().get("orders")).startsWith("down: ")
+					.contains("Not connected to Redis at 127.0.0.1");
+			});
+	}
+
+	@Test
+	void aRedisOutageLeavesTheApplicationUpByDefault() {
+		this.runner.withConfiguration(AutoConfigurations.of(RateLimitHealthAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + unusedPort())
+			.run((context) -> {
+				RateLimiter orders = context.getBean("orders", RateLimiter.class);
+				for (int i = 0; i < 5; i++) {
+					orders.tryAcquire(1);
+				}
+				assertThat(((RedisTokenBucket) orders).isUp()).isFalse();
+				assertThat(context.getBean("ratelimitsHealthIndicator", HealthIndicator.class).health().getStatus())
+					.isEqualTo(Status.UP);
+			});
+	}
+
+	private static int unusedPort() {
+		try (ServerSocket socket = new ServerSocket(0)) {
+			return socket.getLocalPort();
+		}
+		catch (IOException ex) {
+			throw new UncheckedIOException(ex);
+		}
 	}
 
 	@Test

@@ -86,7 +86,7 @@ class RedisFailurePolicyTests {
 		assertThat(first).isLessThan(Duration.ofMillis(1000));
 		// one failure is not an outage; several in a row are
 		assertThat(bucket.isUp()).isTrue();
-		for (int i = 1; i < RedisTokenBucket.FAILURES_TO_TRIP; i++) {
+		for (int i = 1; i < FailureDetector.FAILURES_TO_TRIP; i++) {
 			assertThat(bucket.tryAcquire(1)).isTrue();
 		}
 		assertThat(bucket.isUp()).isFalse();

@@ -2,13 +2,14 @@ package dev.ratelimit.spring;
 
 /**
  * Implemented by limiters whose state lives outside this JVM (the Redis bucket), so that the meters
- * can show whether their backend answers: {@code ratelimit.backend.up} is 1 while it does, 0 while the
- * bucket applies its failure policy.
+ * and the health contributor can show whether their backend answers: {@code ratelimit.backend.up} is
+ * 1 while it does, 0 while the bucket applies its failure policy, and {@code ratelimit.backend.calls}
+ * times every call by outcome.
  */
 public interface BackendHealth {
 
 	/**
-	 * Whether the last call reached the backend.
+	 * Whether the bucket uses its backend (rather than its failure policy).
 	 *
 	 * @return {@code true} while the backend answers
 	 */
@@ -20,4 +21,44 @@ public interface BackendHealth {
 	 * @return the health
 	 */
 	String health();
+
+	/**
+	 * Asks to be told of every call to the backend, with its outcome and how long it took.
+	 *
+	 * @param listener the listener; called on the thread that settles the call, so it must be quick
+	 */
+	void onCall(CallListener listener);
+
+	/** How a call to the backend ended: the {@code outcome} tag of {@code ratelimit.backend.calls}. */
+	enum Outcome {
+
+		/** The backend answered. */
+		OK,
+		/** No answer within the bucket's timeout. */
+		TIMEOUT,
+		/** The call failed (not connected, an error reply). */
+		ERROR;
+
+		/**
+		 * The tag value.
+		 *
+		 * @return {@code ok}, {@code timeout} or {@code error}
+		 */
+		public String tag() {
+			return name().toLowerCase(java.util.Locale.ROOT);
+		}
+	}
+
+	/** Told of every call to the backend. */
+	@FunctionalInterface
+	interface CallListener {
+
+		/**
+		 * A call ended.
+		 *
+		 * @param outcome how
+		 * @param nanos how long it took (the timeout, for a call that timed out)
+		 */
+		void called(Outcome outcome, long nanos);
+	}
 }

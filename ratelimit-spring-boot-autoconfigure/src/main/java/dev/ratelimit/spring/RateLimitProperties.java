@@ -46,6 +46,8 @@ public class RateLimitProperties {
 	 */
 	private Map<String, Bucket> buckets = new LinkedHashMap<>();
 
+	private final HealthSettings health = new HealthSettings();
+
 	public boolean isEnabled() {
 		return this.enabled;
 	}
@@ -68,6 +70,31 @@ public class RateLimitProperties {
 
 	public void setBuckets(Map<String, Bucket> buckets) {
 		this.buckets = buckets;
+	}
+
+	public HealthSettings getHealth() {
+		return this.health;
+	}
+
+	/**
+	 * Settings of the ratelimits health contributor.
+	 */
+	public static class HealthSettings {
+
+		/**
+		 * Health status reported while a bucket runs on its failure policy because its backend does not
+		 * answer. UP by default, so that a Redis outage does not take the application out of a load
+		 * balancer unless asked; DOWN or OUT_OF_SERVICE to make it.
+		 */
+		private String backendDownStatus = "UP";
+
+		public String getBackendDownStatus() {
+			return this.backendDownStatus;
+		}
+
+		public void setBackendDownStatus(String backendDownStatus) {
+			this.backendDownStatus = backendDownStatus;
+		}
 	}
 
 	/**

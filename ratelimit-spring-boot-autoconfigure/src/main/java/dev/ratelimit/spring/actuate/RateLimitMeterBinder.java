@@ -1,5 +1,8 @@
 package dev.ratelimit.spring.actuate;
 
+import java.util.EnumMap;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
 
 import dev.ratelimit.core.RateLimiter;
@@ -20,7 +23,8 @@ import io.micrometer.core.instrument.binder.MeterBinder;
  * and the gauges {@code ratelimit.tokens.available}, {@code ratelimit.tokens.deficiency},
  * {@code ratelimit.waiting}, {@code ratelimit.in.flight} and, for hybrid buckets,
  * {@code ratelimit.pool.level{pool=active|burst|waiting}}, and for buckets on another backend
- * {@code ratelimit.backend.up{backend=...}}. Counters and gauges hold their bucket weakly.
+ * {@code ratelimit.backend.up{backend=...}} and the timer
+ * {@code ratelimit.backend.calls{backend=...,outcome=ok|timeout|error}}. Counters and gauges hold their bucket weakly.
  */
 public class RateLimitMeterBinder implements MeterBinder {
 
@@ -76,6 +80,14 @@ public class RateLimitMeterBinder implements MeterBinder {
 				.tags("bucket", name, "backend", bucket.backend())
 				.description("1 while the bucket's backend answers, 0 while it applies its failure policy")
 				.register(meters);
+			Map<BackendHealth.Outcome, Timer> calls = new EnumMap<>(BackendHealth.Outcome.class);
+			for (BackendHealth.Outcome outcome : BackendHealth.Outcome.values()) {
+				calls.put(outcome, Timer.builder("ratelimit.backend.calls")
+					.tags("bucket", name, "backend", bucket.backend(), "outcome", outcome.tag())
+					.description("Calls from a bucket to its backend, by outcome: ok, timeout, error")
+					.register(meters));
+			}
+			backend.onCall((outcome, nanos) -> calls.get(outcome).record(nanos, TimeUnit.NANOSECONDS));
 		}
 		if (bucket.type().equals(BucketType.HYBRID.value())) {
 			poolGauge(meters, name, limiter, "active", (p) -> p.active());

@@ -1,0 +1,57 @@
+package dev.ratelimit.core;
+
+/**
+ * What the builders of token buckets share, on any backend: capped release, and the limit's default
+ * (one period's tokens) and its check.
+ *
+ * @param <B> the concrete builder, returned by every setter
+ */
+public abstract class TokenBucketBuilder<B extends TokenBucketBuilder<B>> extends RateLimiterBuilder<B> {
+
+	private boolean cappedRelease;
+
+	/**
+	 * For the builders of this package and of backend modules.
+	 */
+	protected TokenBucketBuilder() {
+	}
+
+	/**
+	 * Whether tokens return only when released (the head may not pass the ceiling): the bucket then
+	 * also bounds the calls in flight to its limit.
+	 *
+	 * @param cappedRelease {@code true} for capped release
+	 * @return this builder
+	 */
+	@SuppressWarnings("unchecked")
+	public B cappedRelease(boolean cappedRelease) {
+		this.cappedRelease = cappedRelease;
+		return (B) this;
+	}
+
+	/**
+	 * Whether capped release was asked for.
+	 *
+	 * @return {@code true} for capped release
+	 */
+	protected final boolean isCappedRelease() {
+		return this.cappedRelease;
+	}
+
+	/**
+	 * The limit given, or one period's tokens by default ({@link SharedTokenBucket#defaultLimit}),
+	 * checked.
+	 *
+	 * @param rate the bucket's rate
+	 * @return the limit, {@code >= 1}
+	 * @throws IllegalArgumentException when it is below 1
+	 */
+	protected final long checkedLimit(Rate rate) {
+		Long given = limiterLimit();
+		long limit = (given != null) ? given : SharedTokenBucket.defaultLimit(rate);
+		if (limit < 1) {
+			throw new IllegalArgumentException("limit must be >= 1, was " + limit);
+		}
+		return limit;
+	}
+}

@@ -1,0 +1,385 @@
+package dev.ratelimit.redis;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.Locale;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+import java.util.function.LongSupplier;
+import java.util.function.Supplier;
+
+import dev.ratelimit.redis.BucketScript.Reply;
+import dev.ratelimit.spring.BackendHealth;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Decides when a bucket stops asking Redis and when it asks again, and settles every call to Redis
+ * exactly once as {@code ok}, {@code timeout} or {@code error}.
+ *
+ * <h2>Rules</h2>
+ * <ol>
+ * <li>Only failures trip: a call that failed, or that had no reply within the timeout. Load never
+ * does (calls cost no thread, so nothing is rejected), and neither does one slow reply or a short
+ * stall: the bucket switches to its policy after {@value #FAILURES_TO_TRIP} failed calls in a row,
+ * where "in a row" means each was sent after the previous one was seen to fail. The calls caught
+ * together in one stall count once however many they are, and a stall shorter than twice the
+ * timeout never trips: the calls sent after the first timeout are answered when it ends, and any
+ * reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
+ * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
+ * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
+ * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off.</li>
+ * <li>A switch to the policy is logged once at WARN, naming the bucket, the policy and the cause, and
+ * the way back once at INFO.</li>
+ * <li>A call is settled exactly once: by its reply, by its failure, or by the caller that found it
+ * past its timeout. A reply that comes after its call was settled as a timeout is a late reply; the
+ * caller handles it (a late grant is given back).</li>
+ * </ol>
+ */
+final class FailureDetector {
+
+	/** Failed or timed-out calls in a row after which the bucket runs on its policy. */
+	static final int FAILURES_TO_TRIP = 3;
+
+	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
+
+	private static final long MIN_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
+	private static final long MAX_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(5);
+
+	private final String bucket;
+
+	private final String policy;
+
+	private final long timeoutNanos;
+
+	private final LongSupplier clock;
+
+	private final List<BackendHealth.CallListener> listeners = new CopyOnWriteArrayList<>();
+
+	private final AtomicBoolean probing = new AtomicBoolean();
+
+	private final AtomicInteger failures = new AtomicInteger();
+
+	private volatile long downUntil;
+
+	private volatile boolean down;
+
+	/** When the last failure that counted towards the run was seen. */
+	private volatile long lastCountedFailureNanos;
+
+	/** Probes failed since the bucket went down: the back-off doubles with each. */
+	private volatile int failedProbes;
+
+	private volatile @Nullable String lastError;
+
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock) {
+		this.bucket = bucket;
+		this.policy = policy;
+		this.timeoutNanos = timeoutNanos;
+		this.clock = clock;
+	}
+
+	long timeoutNanos() {
+		return this.timeoutNanos;
+	}
+
+	boolean isUp() {
+		return !this.down;
+	}
+
+	@Nullable String lastError() {
+		return this.lastError;
+	}
+
+	long remainingBackoffNanos() {
+		return Math.max(this.downUntil - this.clock.getAsLong(), 1);
+	}
+
+	void addListener(BackendHealth.CallListener listener) {
+		this.listeners.add(listener);
+	}
+
+	/**
+	 * Sends a call, unless the bucket is in its back-off.
+	 *
+	 * @param command what sends it
+	 * @param lateReply what gives back a grant nobody takes (a reply after the timeout, or for a
+	 *        discarded call), or {@code null} when the call takes nothing
+	 * @return the call, or {@code null} when the caller must apply the failure policy without asking
+	 */
+	@Nullable Call send(Supplier<CompletableFuture<List<Object>>> command, @Nullable Consumer<Reply> lateReply) {
+		boolean probe = false;
+		if (this.down) {
+			if (this.clock.getAsLong() - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
+				return null;
+			}
+			probe = true;
+		}
+		CompletableFuture<List<Object>> future;
+		try {
+			future = command.get();
+		}
+		catch (RuntimeException ex) {
+			future = CompletableFuture.failedFuture(ex);
+		}
+		return new Call(future, this.clock.getAsLong(), probe, lateReply);
+	}
+
+	private void succeeded(Call call, long nanos) {
+		this.failures.set(0);
+		if (call.probe) {
+			this.probing.set(false);
+		}
+		if (this.down) {
+			this.down = false;
+			logger.info("Rate limit bucket '" + this.bucket + "' is back on Redis after: " + this.lastError);
+		}
+		this.lastError = null;
+		record(BackendHealth.Outcome.OK, nanos);
+	}
+
+	private void failed(Call call, BackendHealth.Outcome outcome, String error, long nanos) {
+		long now = this.clock.getAsLong();
+		this.lastError = error;
+		// in a row: a failure counts only when its call was sent after the last counted one was seen, so
+		// calls caught together in one stall count once, whatever their number
+		boolean counts = this.failures.get() == 0 || call.sentNanos - this.lastCountedFailureNanos >= 0;
+		int f = counts ? this.failures.incrementAndGet() : this.failures.get();
+		if (counts) {
+			this.lastCountedFailureNanos = now;
+		}
+		if (call.probe) {
+			int probes = ++this.failedProbes;
+			this.downUntil = now + Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(probes, 6));
+			this.probing.set(false);
+		}
+		else if (!this.down && counts && f >= FAILURES_TO_TRIP) {
+			this.failedProbes = 0;
+			this.downUntil = now + MIN_BACKOFF_NANOS;
+			this.down = true;
+			logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
+					+ this.policy.toLowerCase(Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
+					+ error);
+		}
+		record(outcome, nanos);
+	}
+
+	private void record(BackendHealth.Outcome outcome, long nanos) {
+		for (BackendHealth.CallListener listener : this.listeners) {
+			listener.called(outcome, nanos);
+		}
+	}
+
+	private static String describe(Throwable ex) {
+		Throwable cause = ex;
+		while ((cause instanceof CompletionException || cause instanceof ExecutionException)
+				&& cause.getCause() != null) {
+			cause = cause.getCause();
+		}
+		return cause.getClass().getSimpleName() + ": " + cause.getMessage();
+	}
+
+	/** One call to Redis, settled exactly once (rule 4). */
+	final class Call {
+
+		private static final int PENDING = 0;
+
+		private static final int OK = 1;
+
+		private static final int FAILED = 2;
+
+		private final CompletableFuture<List<Object>> future;
+
+		private final long sentNanos;
+
+		private final boolean probe;
+
+		private final @Nullable Consumer<Reply> lateReply;
+
+		private final AtomicInteger state = new AtomicInteger(PENDING);
+
+		private final AtomicBoolean completed = new AtomicBoolean();
+
+		/** Whether a granted reply has been taken by its caller or given back: exactly one of them. */
+		private final AtomicBoolean decided = new AtomicBoolean();
+
+		private volatile boolean discarded;
+
+		private volatile @Nullable Reply reply;
+
+		private Call(CompletableFuture<List<Object>> future, long sentNanos, boolean probe,
+				@Nullable Consumer<Reply> lateReply) {
+			this.future = future;
+			this.sentNanos = sentNanos;
+			this.probe = probe;
+			this.lateReply = lateReply;
+			future.whenComplete(this::complete);
+		}
+
+		/** Runs once per call, when its future completes (on Lettuce's thread, or on a waiting caller's). */
+		private void complete(@Nullable List<Object> values, @Nullable Throwable ex) {
+			if (!this.completed.compareAndSet(false, true)) {
+				return;
+			}
+			long nanos = FailureDetector.this.clock.getAsLong() - this.sentNanos;
+			Reply parsed = null;
+			Throwable error = ex;
+			if (error == null) {
+				try {
+					parsed = Reply.of(values);
+				}
+				catch (RuntimeException bad) {
+					error = bad;
+				}
+			}
+			if (error != null) {
+				if (this.state.compareAndSet(PENDING, FAILED)) {
+					failed(this, BackendHealth.Outcome.ERROR, describe(error), nanos);
+				}
+				return;
+			}
+			this.reply = parsed;
+			boolean inTime = this.state.compareAndSet(PENDING, OK);
+			if (inTime) {
+				succeeded(this, nanos);
+			}
+			if (!inTime || this.discarded) {
+				// settled as a timeout before this reply came, or its caller gave up: nobody takes it
+				giveBackUnused(parsed);
+			}
+		}
+
+		private void giveBackUnused(Reply parsed) {
+			if (this.lateReply != null && parsed.granted() && this.decided.compareAndSet(false, true)) {
+				this.lateReply.accept(parsed);
+			}
+		}
+
+		/**
+		 * Takes the grant of a reply that came in time: the caller uses its tokens.
+		 *
+		 * @return {@code false} when the call was discarded meanwhile (its grant is given back)
+		 */
+		boolean take() {
+			return this.decided.compareAndSet(false, true);
+		}
+
+		/**
+		 * The caller will not use this call's answer, whenever it comes (its claim was cancelled): a grant
+		 * is given back, exactly once, now or when the reply comes.
+		 */
+		void discard() {
+			this.discarded = true;
+			if (this.future.isDone() && !this.future.isCompletedExceptionally()) {
+				try {
+					giveBackUnused(Reply.of(this.future.getNow(null)));
+				}
+				catch (RuntimeException bad) {
+					// not a reply of the script: nothing was taken
+				}
+			}
+		}
+
+		/**
+		 * Whether the call is settled as of {@code nowNanos}: by its answer, or by its timeout, which this
+		 * settles.
+		 */
+		boolean isSettled(long nowNanos) {
+			if (this.state.get() != PENDING) {
+				return true;
+			}
+			if (nowNanos - this.sentNanos >= FailureDetector.this.timeoutNanos) {
+				timeOut();
+				return true;
+			}
+			return false;
+		}
+
+		private void timeOut() {
+			if (this.state.compareAndSet(PENDING, FAILED)) {
+				failed(this, BackendHealth.Outcome.TIMEOUT,
+						"no answer within " + Duration.ofNanos(FailureDetector.this.timeoutNanos),
+						FailureDetector.this.timeoutNanos);
+			}
+		}
+
+		/**
+		 * The reply once settled: {@code null} when the call failed or timed out (the caller applies the
+		 * policy).
+		 */
+		@Nullable Reply reply() {
+			return (this.state.get() == OK) ? this.reply : null;
+		}
+
+		/**
+		 * Waits for the call, at most until its timeout, and settles it.
+		 *
+		 * @return the reply, or {@code null} when it failed or timed out
+		 * @throws InterruptedException when interrupted while waiting (the call stays pending)
+		 */
+		@Nullable Reply await() throws InterruptedException {
+			long left = FailureDetector.this.timeoutNanos
+					- (FailureDetector.this.clock.getAsLong() - this.sentNanos);
+			try {
+				if (left > 0) {
+					this.future.get(left, TimeUnit.NANOSECONDS);
+				}
+			}
+			catch (ExecutionException | TimeoutException | CancellationException ex) {
+				// settled below
+			}
+			if (this.future.isDone()) {
+				// the completion handler may not have run yet on the event loop: complete from here
+				this.future.handle((values, ex) -> {
+					complete(values, ex);
+					return null;
+				});
+				while (this.state.get() == PENDING) {
+					Thread.onSpinWait(); // the event loop is completing it: a few instructions away
+				}
+			}
+			else {
+				timeOut();
+			}
+			return reply();
+		}
+
+		/** Runs {@code action} when the call completes (on Lettuce's thread, or here when it has). */
+		void whenDone(Runnable action) {
+			this.future.whenComplete((values, ex) -> action.run());
+		}
+
+		/**
+		 * Waits for the call like {@link #await()}, without giving up on an interrupt (the wait is bounded
+		 * by the timeout); the interrupt flag is set again after.
+		 */
+		@Nullable Reply awaitUninterruptibly() {
+			boolean interrupted = false;
+			try {
+				for (;;) {
+					try {
+						return await();
+					}
+					catch (InterruptedException ex) {
+						interrupted = true;
+					}
+				}
+			}
+			finally {
+				if (interrupted) {
+					Thread.currentThread().interrupt();
+				}
+			}
+		}
+	}
+}
