@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.core.Rate;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The bucket's script protocol: the Lua source ({@code bucket.lua}, documented in the module's
@@ -43,10 +44,14 @@ final class BucketScript {
 		ACQUIRE("acquire"),
 		/** Give {@code n} tokens back (a claim given up); capped: also out of flight. */
 		REFUND("refund"),
-		/** Capped release of {@code n} tokens. */
+		/** Capped release of a claim's tokens (its lease), once. */
 		RELEASE("release"),
-		/** Bank the time that passed (before a change of rate). */
+		/** A capped waiter leaves the queue without tokens. */
+		LEAVE("leave"),
+		/** Bank the time that passed. */
 		SYNC("sync"),
+		/** Change the settings for every instance: the time that passed counts at the old ones. */
+		RETUNE("retune"),
 		/** Read the level without writing. */
 		PEEK("peek");
 
@@ -58,14 +63,18 @@ final class BucketScript {
 	}
 
 	/**
-	 * The rate as {@code a} tokens per {@code b} microseconds, reduced, with the bucket's limit and
-	 * whether its release is capped: what every call sends.
+	 * The rate as {@code a} tokens per {@code b} microseconds, reduced, with the bucket's limit, whether
+	 * its release is capped and the lease of capped tokens: what every call sends.
 	 */
-	record Settings(Rate rate, long limit, boolean capped, long a, long b) {
+	record Settings(Rate rate, long limit, boolean capped, long leaseMicros, long a, long b) {
 
-		static Settings of(Rate rate, long limit, boolean capped, String bucket) {
+		static Settings of(Rate rate, long limit, boolean capped, Duration lease, String bucket) {
 			if (limit < 1) {
 				throw new IllegalArgumentException("limit must be >= 1, was " + limit);
+			}
+			if (lease == null || lease.toMillis() < 1) {
+				throw new IllegalArgumentException("lease of Redis bucket '" + bucket
+						+ "' must be at least 1ms, was " + lease);
 			}
 			long[] perMicro = rate.per(Duration.ofNanos(1000));
 			long a = perMicro[0];
@@ -75,7 +84,8 @@ final class BucketScript {
 						+ " is too fine for exact arithmetic in Redis (Lua numbers are doubles, exact below 2^53); use"
 						+ " a coarser period or a smaller limit");
 			}
-			return new Settings(rate, limit, capped, a, b);
+			long leaseMicros = Math.min(TimeUnit.MILLISECONDS.toMicros(lease.toMillis()), MAX_EXACT);
+			return new Settings(rate, limit, capped, leaseMicros, a, b);
 		}
 
 		/** The largest cost a call may ask for: its tokens in units of {@code 1/b} stay exact. */
@@ -93,17 +103,74 @@ final class BucketScript {
 		}
 
 		Settings withRate(Rate next, String bucket) {
-			return of(next, this.limit, this.capped, bucket);
+			return of(next, this.limit, this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket);
 		}
 
 		Settings withLimit(long next, String bucket) {
-			return of(this.rate, next, this.capped, bucket);
+			return of(this.rate, next, this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket);
 		}
 
-		String[] arguments(Mode mode, long n, long maxWaitMicros) {
-			return new String[] { Long.toString(this.a), Long.toString(this.b), Long.toString(this.limit),
-					Long.toString(n), Long.toString(maxWaitMicros), this.capped ? "1" : "0", mode.argument };
+		/**
+		 * The settings a reply says are in effect: a retune made through any instance, or these (the
+		 * configuration) when there is none.
+		 */
+		Settings inEffect(Reply reply, Settings current, String bucket) {
+			if (reply.tunedB() == 0) {
+				return this;
+			}
+			if (reply.tunedA() == current.a && reply.tunedB() == current.b && reply.tunedLimit() == current.limit) {
+				return current;
+			}
+			return of(Rate.of(reply.tunedTokens(), Duration.ofNanos(reply.tunedPeriodNanos())), reply.tunedLimit(),
+					this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket);
 		}
+
+		/**
+		 * The script's arguments.
+		 *
+		 * @param configured the configuration, which the script compares with a retune's
+		 * @param mode the mode
+		 * @param n tokens
+		 * @param maxWaitMicros the caller's max-wait
+		 * @param id the claim's id and tokens, {@code <id>#<n>}, for capped leases and tickets, or empty
+		 * @param retune the new settings for {@link Mode#RETUNE}, else {@code null}
+		 */
+		static String[] arguments(Settings configured, Mode mode, long n, long maxWaitMicros, String id,
+				@Nullable Settings retune) {
+			String[] head = { Long.toString(configured.a), Long.toString(configured.b),
+					Long.toString(configured.limit), Long.toString(n), Long.toString(maxWaitMicros),
+					configured.capped ? "1" : "0", mode.argument, id, Long.toString(configured.leaseMicros) };
+			if (retune == null) {
+				return head;
+			}
+			String[] all = java.util.Arrays.copyOf(head, head.length + 5);
+			all[head.length] = Long.toString(retune.a);
+			all[head.length + 1] = Long.toString(retune.b);
+			all[head.length + 2] = Long.toString(retune.limit);
+			all[head.length + 3] = Long.toString(retune.rate.tokens());
+			all[head.length + 4] = Long.toString(retune.rate.period().toNanos());
+			return all;
+		}
+	}
+
+	/**
+	 * The keys of a bucket, all with its hash tag: the state, the retune, the leases and the queue.
+	 *
+	 * @param key the bucket's key, {@code <key-prefix>{<bucket>}}
+	 * @return the script's keys
+	 */
+	static String[] keys(String key) {
+		return new String[] { key, key + ":retuned", key + ":leases", key + ":queue" };
+	}
+
+	/**
+	 * The channel on which the script announces released tokens and waiters leaving the queue.
+	 *
+	 * @param key the bucket's key
+	 * @return the channel
+	 */
+	static String channel(String key) {
+		return key + ":woken";
 	}
 
 	/**
@@ -115,8 +182,14 @@ final class BucketScript {
 	 * @param level tokens available (negative: claimed by waiting callers)
 	 * @param remainder credit units short of the next token
 	 * @param inFlight capped tokens not released
+	 * @param tunedA the retune in effect: its rate's {@code a}, or 0 when the configuration is in effect
+	 * @param tunedB its {@code b}, or 0
+	 * @param tunedLimit its limit, or 0
+	 * @param tunedTokens its rate's tokens per period, or 0
+	 * @param tunedPeriodNanos its rate's period, or 0
 	 */
-	record Reply(long code, long waitMicros, long level, long remainder, long inFlight) {
+	record Reply(long code, long waitMicros, long level, long remainder, long inFlight, long tunedA, long tunedB,
+			long tunedLimit, long tunedTokens, long tunedPeriodNanos) {
 
 		static final long REFUSED = 0;
 
@@ -124,12 +197,13 @@ final class BucketScript {
 
 		static final long AWAITING_RELEASE = 2;
 
-		static Reply of(List<?> values) {
-			if (values == null || values.size() != 5) {
+		static Reply of(@Nullable List<?> values) {
+			if (values == null || values.size() != 10) {
 				throw new IllegalStateException("Unexpected reply from the bucket script: " + values);
 			}
 			return new Reply(number(values.get(0)), number(values.get(1)), number(values.get(2)),
-					number(values.get(3)), number(values.get(4)));
+					number(values.get(3)), number(values.get(4)), number(values.get(5)), number(values.get(6)),
+					number(values.get(7)), number(values.get(8)), number(values.get(9)));
 		}
 
 		private static long number(Object value) {
@@ -141,6 +215,10 @@ final class BucketScript {
 
 		boolean granted() {
 			return this.code == GRANTED;
+		}
+
+		boolean queued() {
+			return this.code == AWAITING_RELEASE;
 		}
 	}
 

@@ -113,8 +113,8 @@ final class FailureDetector {
 	 * Sends a call, unless the bucket is in its back-off.
 	 *
 	 * @param command what sends it
-	 * @param lateReply what gives back a grant nobody takes (a reply after the timeout, or for a
-	 *        discarded call), or {@code null} when the call takes nothing
+	 * @param lateReply what gives back a grant or a place in the queue that nobody takes (a reply
+	 *        after the timeout, or for a discarded call), or {@code null} when the call takes nothing
 	 * @return the call, or {@code null} when the caller must apply the failure policy without asking
 	 */
 	@Nullable Call send(Supplier<CompletableFuture<List<Object>>> command, @Nullable Consumer<Reply> lateReply) {
@@ -260,7 +260,8 @@ final class FailureDetector {
 		}
 
 		private void giveBackUnused(Reply parsed) {
-			if (this.lateReply != null && parsed.granted() && this.decided.compareAndSet(false, true)) {
+			if (this.lateReply != null && (parsed.granted() || parsed.queued())
+					&& this.decided.compareAndSet(false, true)) {
 				this.lateReply.accept(parsed);
 			}
 		}

@@ -47,6 +47,7 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 			.limit(definition.limit())
 			.cappedRelease(definition.cappedRelease())
 			.timeout(definition.redis().getTimeout())
+			.lease(definition.redis().getLease())
 			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
 			.stats(stats)
 			.build();

@@ -1,10 +1,16 @@
 package dev.ratelimit.redis;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Queue;
 import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
 
 import dev.ratelimit.core.AbstractReservation;
@@ -52,15 +58,28 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * or after its caller gave up, is not lost: tokens it granted are given back.
  *
  * <h2>Capped release across instances</h2>
- * Tokens in flight are counted in the hash; a permit's close releases them. A caller waiting for
- * releases asks Redis again when a release on this instance wakes it, and otherwise at intervals that
- * grow from 1 ms to {@value #MAX_RELEASE_ASK_MILLIS} ms. An instance that dies holding tokens never
- * releases them: they stay in flight until the key expires, an hour after the bucket's last use.
+ * Each call's tokens are held under a lease ({@code <instance>:<sequence>#<n>}) with a deadline,
+ * {@code lease} after the grant: a permit's close releases them exactly once, tokens not released
+ * within the lease come back (an instance that died leaks nothing for longer), and a release after
+ * that changes nothing. Callers waiting for releases hold a ticket in a queue in Redis and are served
+ * in arrival order across instances; the script publishes every release on
+ * {@code <key>:woken}, which wakes them to ask again (and they ask at most
+ * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed).
+ *
+ * <h2>Retuning</h2>
+ * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
+ * ({@code <key>:retuned}), for the configuration they were made from: every instance's next call
+ * uses them, until an instance starts with a different configuration.
  */
 public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
-	/** The longest a capped waiter goes without asking Redis whether tokens were released elsewhere. */
-	static final long MAX_RELEASE_ASK_MILLIS = 32;
+	/**
+	 * The longest a capped waiter goes without asking Redis again: releases anywhere wake it at once
+	 * (the script publishes them), so this only bounds a missed message.
+	 */
+	static final long MAX_RELEASE_ASK_MILLIS = 100;
+
+	private static final long FIRST_RELEASE_ASK_NANOS = TimeUnit.MILLISECONDS.toNanos(25);
 
 	/** What a call does when Redis does not answer. */
 	public enum OnFailure {
@@ -92,9 +111,24 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final FailureDetector detector;
 
-	/** Claims waiting for capped tokens to be released, woken by a release on this instance. */
+	/** Claims waiting for capped tokens to be released, woken by a release anywhere. */
 	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
 
+	/** The bucket's keys: the state, the retune, the leases and the queue. */
+	private final String[] keys;
+
+	/** The settings as configured here; a retune made through any instance applies while it matches. */
+	private final Settings configured;
+
+	/** Makes each claim's id, {@code <instance>:<sequence>}, unique across instances. */
+	private final String idPrefix = UUID.randomUUID() + ":";
+
+	private final AtomicLong ids = new AtomicLong();
+
+	/** Leases of capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}. */
+	private final Queue<String> tryLeases = new ConcurrentLinkedQueue<>();
+
+	/** The settings in effect: the configuration, or a retune made through any instance. */
 	private volatile Settings settings;
 
 	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
@@ -104,7 +138,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		Rate rate = builder.rate();
 		long limit = builder.limit(rate);
-		this.settings = Settings.of(rate, limit, builder.capped(), name);
+		this.configured = Settings.of(rate, limit, builder.capped(), builder.lease, name);
+		this.settings = this.configured;
 		// the fallback counts nothing itself: this bucket counts every call once, whoever decides it
 		this.fallback = SharedTokenBucket.builder()
 			.name(name)
@@ -115,10 +150,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			.build();
 		this.name = name;
 		this.key = builder.keyPrefix + "{" + name + "}";
+		this.keys = BucketScript.keys(this.key);
 		this.connection = connection;
 		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock);
+		if (this.configured.capped()) {
+			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
+		}
 	}
 
 	/**
@@ -177,7 +216,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		Call call = send(s, Mode.ACQUIRE, n, 0);
+		String id = s.capped() ? newId(n) : "";
+		Call call = send(Mode.ACQUIRE, n, 0, id);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
 			boolean granted = switch (this.onFailure) {
@@ -189,6 +229,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			return granted;
 		}
 		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
+		if (granted && s.capped()) {
+			this.tryLeases.add(id);
+		}
 		record(granted);
 		return granted;
 	}
@@ -230,30 +273,55 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			claim.allow(start);
 			return claim;
 		}
-		claim.ask(s, start);
+		claim.ask(start);
 		return claim;
 	}
 
 	/**
-	 * Capped release: lets {@code n} tokens taken by {@link #tryAcquire(long)} be replenished again.
+	 * Capped release of tokens taken by {@link #tryAcquire(long)}: the oldest of its leases of
+	 * {@code n} tokens. (Tokens taken by {@link #acquire} or {@link #reserve} are released by their
+	 * permit.)
 	 *
 	 * @param n the tokens released
+	 * @throws IllegalStateException when no lease of {@code n} tokens taken by {@code tryAcquire} is
+	 *         held
 	 */
 	public void release(long n) {
-		Settings s = this.settings;
-		if (s.capped() && n > 0) {
-			sendUnconditionally(s, Mode.RELEASE, n);
-			for (Claim waiter : this.releaseWaiters) {
-				waiter.releasedNearby();
+		if (!this.configured.capped() || n == 0) {
+			return;
+		}
+		String suffix = "#" + n;
+		for (String id : this.tryLeases) {
+			if (id.endsWith(suffix) && this.tryLeases.remove(id)) {
+				releaseLease(id);
+				return;
 			}
 		}
+		throw new IllegalStateException("Rate limit bucket '" + this.name + "' holds no lease of " + n
+				+ " tokens taken by tryAcquire");
+	}
+
+	private void releaseLease(String id) {
+		sendUnconditionally(Mode.RELEASE, 0, id);
+		releasedSomewhere();
+	}
+
+	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */
+	private void releasedSomewhere() {
+		for (Claim waiter : this.releaseWaiters) {
+			waiter.releasedNearby();
+		}
+	}
+
+	private String newId(long n) {
+		return this.idPrefix + this.ids.incrementAndGet() + "#" + n;
 	}
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		Settings s = this.settings;
-		Call call = send(s, Mode.PEEK, 0, 0);
+		Call call = send(Mode.PEEK, 0, 0, "");
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
+		Settings s = this.settings;
 		Rate rate = s.rate();
 		if (reply == null) {
 			boolean local = this.onFailure == OnFailure.LOCAL;
@@ -274,43 +342,88 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				null, Duration.ZERO);
 	}
 
+	/**
+	 * Retunes the bucket for every instance (contract revision 2): the new settings live in Redis with
+	 * the bucket, every instance's next call uses them, and they hold until an instance starts with a
+	 * different configuration. The time that passed counts at the old rate.
+	 *
+	 * @throws IllegalStateException when Redis does not answer: a retune that only this instance
+	 *         knew would be undone by the next answer
+	 */
 	@Override
 	public synchronized void updateRate(long tokens, Duration period) {
-		Settings next = this.settings.withRate(Rate.of(tokens, period), this.name);
-		Call call = send(this.settings, Mode.SYNC, 0, 0); // the time that passed counts at the old rate
-		if (call != null) {
-			call.awaitUninterruptibly();
-		}
-		this.settings = next;
-		this.fallback.updateRate(tokens, period);
+		retune(this.settings.withRate(Rate.of(tokens, period), this.name));
 	}
 
+	/**
+	 * Changes the limit for every instance, like {@link #updateRate}.
+	 *
+	 * @throws IllegalStateException when Redis does not answer
+	 */
 	@Override
 	public synchronized void updateLimit(long limit) {
-		this.settings = this.settings.withLimit(limit, this.name);
-		this.fallback.updateLimit(limit);
+		retune(this.settings.withLimit(limit, this.name));
+	}
+
+	private void retune(Settings next) {
+		String[] arguments = Settings.arguments(this.configured, Mode.RETUNE, 0, 0, "", next);
+		Call call = this.detector.send(() -> run(arguments), null);
+		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
+		if (reply == null) {
+			throw new IllegalStateException("Rate limit bucket '" + this.name
+					+ "' cannot be retuned while Redis does not answer (" + this.detector.lastError() + ")");
+		}
+		releasedSomewhere(); // a higher limit may let capped waiters in
+	}
+
+	/** Takes on the settings a reply says are in effect, for this bucket's view and its fallback. */
+	private void adopt(Reply reply) {
+		Settings current = this.settings;
+		Settings next = this.configured.inEffect(reply, current, this.name);
+		if (next != current) {
+			this.settings = next;
+			this.fallback.updateRate(next.rate().tokens(), next.rate().period());
+			this.fallback.updateLimit(next.limit());
+		}
 	}
 
 	// ---- Redis calls ----------------------------------------------------------------------------------
 
 	/** Sends a call unless the bucket is in its back-off ({@code null}: apply the policy). */
-	private @Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros) {
-		String[] arguments = s.arguments(mode, n, maxWaitMicros);
-		return this.detector.send(() -> this.connection.run(this.key, arguments),
-				(mode == Mode.ACQUIRE) ? (unused) -> giveBackGrant(n) : null);
+	private @Nullable Call send(Mode mode, long n, long maxWaitMicros, String id) {
+		String[] arguments = Settings.arguments(this.configured, mode, n, maxWaitMicros, id, null);
+		return this.detector.send(() -> run(arguments),
+				(mode == Mode.ACQUIRE) ? (unused) -> giveBack(unused, n, id) : null);
+	}
+
+	private CompletableFuture<List<Object>> run(String[] arguments) {
+		return this.connection.run(this.keys, arguments).thenApply((values) -> {
+			try {
+				adopt(Reply.of(values));
+			}
+			catch (RuntimeException ex) {
+				// not a reply of the script, or a retune this version cannot take: the call reports it
+			}
+			return values;
+		});
 	}
 
 	/**
-	 * A refund or a release: sent even during a back-off (Lettuce holds it while it reconnects), so
-	 * that tokens are not kept in flight for a failure that is already over.
+	 * A refund, a release or a departure from the queue: sent even during a back-off (Lettuce holds it
+	 * while it reconnects), so that nothing stays claimed for a failure that is already over.
 	 */
-	private void sendUnconditionally(Settings s, Mode mode, long n) {
-		this.connection.run(this.key, s.arguments(mode, n, 0));
+	private void sendUnconditionally(Mode mode, long n, String id) {
+		run(Settings.arguments(this.configured, mode, n, 0, id, null));
 	}
 
-	/** Gives back a grant that nobody takes (its caller gave up, or it came after the timeout). */
-	private void giveBackGrant(long n) {
-		sendUnconditionally(this.settings, Mode.REFUND, n);
+	/** Gives back what an answer nobody takes holds: its tokens, or its place in the queue. */
+	private void giveBack(Reply reply, long n, String id) {
+		if (reply.granted()) {
+			sendUnconditionally(Mode.REFUND, n, id);
+		}
+		else if (reply.queued()) {
+			sendUnconditionally(Mode.LEAVE, 0, id);
+		}
 	}
 
 	private void checkCost(Settings s, long n) {
@@ -363,15 +476,19 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private long nextAskNanos;
 
-		private long askIntervalNanos = TimeUnit.MILLISECONDS.toNanos(1);
+		private long askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
 
 		private @Nullable Reservation local;
+
+		/** The claim's lease and ticket: {@code <id>#<n>}, unique across instances (capped buckets). */
+		private final String id;
 
 		Claim(long n, Duration maxWait, long budgetNanos, long start) {
 			super(RedisTokenBucket.this.name, n, maxWait, RedisTokenBucket.this.clock, start,
 					RedisTokenBucket.this.stats, RedisTokenBucket.this.waiting);
 			this.budgetNanos = budgetNanos;
 			this.startNanos = start;
+			this.id = RedisTokenBucket.this.configured.capped() ? newId(n) : "";
 		}
 
 		synchronized void allow(long now) {
@@ -380,9 +497,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 
 		/** Sends the acquire; in a back-off, applies the policy at once. */
-		synchronized void ask(Settings s, long now) {
+		synchronized void ask(long now) {
 			long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
-			Call sent = send(s, Mode.ACQUIRE, tokens(), s.maxWaitMicros(left));
+			Call sent = send(Mode.ACQUIRE, tokens(), RedisTokenBucket.this.settings.maxWaitMicros(left), this.id);
 			if (sent == null) {
 				applyPolicy(now);
 				return;
@@ -399,7 +516,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		void releasedNearby() {
 			synchronized (this) {
 				this.nextAskNanos = RedisTokenBucket.this.clock.getAsLong();
-				this.askIntervalNanos = TimeUnit.MILLISECONDS.toNanos(1);
+				this.askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
 			}
 			wake();
 		}
@@ -429,7 +546,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 							return AWAITING_RELEASE;
 						}
 						RedisTokenBucket.this.releaseWaiters.remove(this);
-						ask(RedisTokenBucket.this.settings, now);
+						ask(now);
 					}
 					default -> {
 						return localDelay();
@@ -509,12 +626,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				case DUE -> {
 					if (this.claimed) {
 						this.claimed = false;
-						giveBackGrant(tokens());
+						sendUnconditionally(Mode.REFUND, tokens(), this.id);
+						if (RedisTokenBucket.this.configured.capped()) {
+							releasedSomewhere();
+						}
 					}
 				}
-				case LOCAL -> this.local.cancel();
-				default -> {
-				}
+				case RELEASES -> sendUnconditionally(Mode.LEAVE, 0, this.id);
+				default -> this.local.cancel();
 			}
 		}
 
@@ -523,11 +642,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			if (this.phase == LOCAL) {
 				return this.local.permit();
 			}
-			if (!this.claimed || !RedisTokenBucket.this.settings.capped()) {
+			if (!this.claimed || !RedisTokenBucket.this.configured.capped()) {
 				return Permit.noop();
 			}
-			long n = tokens();
-			return Permit.once(() -> release(n));
+			String lease = this.id;
+			return Permit.once(() -> releaseLease(lease));
 		}
 	}
 
@@ -547,7 +666,22 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private OnFailure onFailure = OnFailure.LOCAL;
 
+		private Duration lease = Duration.ofMinutes(1);
+
 		private Builder() {
+		}
+
+		/**
+		 * Capped release: how long a call's tokens are held at most; tokens not released within it (the
+		 * instance died, the release was lost) come back, and a release after that changes nothing.
+		 * Default 1 minute: longer than any guarded call should take.
+		 *
+		 * @param lease at least 1 ms
+		 * @return this builder
+		 */
+		public Builder lease(Duration lease) {
+			this.lease = lease;
+			return this;
 		}
 
 		/**

@@ -1,8 +1,10 @@
 package dev.ratelimit.redis;
 
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.function.Supplier;
 
@@ -16,6 +18,8 @@ import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.pubsub.RedisPubSubAdapter;
+import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
@@ -44,6 +48,13 @@ final class ScriptConnection implements AutoCloseable {
 
 	private final Supplier<StatefulConnection<String, String>> connector;
 
+	private final Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector;
+
+	/** What each channel's message runs: a bucket's wake-up of its capped waiters. */
+	private final Map<String, Runnable> subscriptions = new ConcurrentHashMap<>();
+
+	private volatile @Nullable StatefulRedisPubSubConnection<String, String> pubSub;
+
 	private final String description;
 
 	private final AtomicBoolean connecting = new AtomicBoolean();
@@ -56,8 +67,10 @@ final class ScriptConnection implements AutoCloseable {
 
 	private volatile boolean closed;
 
-	ScriptConnection(Supplier<StatefulConnection<String, String>> connector, String description) {
+	ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
+			Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector, String description) {
 		this.connector = connector;
+		this.pubSubConnector = pubSubConnector;
 		this.description = description;
 		connect();
 	}
@@ -79,17 +92,15 @@ final class ScriptConnection implements AutoCloseable {
 			lettuce.start();
 		}
 		AbstractRedisClient client = lettuce.getRequiredNativeClient();
-		Supplier<StatefulConnection<String, String>> connector;
 		if (client instanceof RedisClusterClient cluster) {
-			connector = () -> cluster.connect(StringCodec.UTF8);
+			return new ScriptConnection(() -> cluster.connect(StringCodec.UTF8),
+					() -> cluster.connectPubSub(StringCodec.UTF8), describe(lettuce));
 		}
-		else if (client instanceof RedisClient redis) {
-			connector = () -> redis.connect(StringCodec.UTF8);
+		if (client instanceof RedisClient redis) {
+			return new ScriptConnection(() -> redis.connect(StringCodec.UTF8), () -> redis.connectPubSub(StringCodec.UTF8),
+					describe(lettuce));
 		}
-		else {
-			throw new IllegalArgumentException("Unsupported Lettuce client " + client.getClass().getName());
-		}
-		return new ScriptConnection(connector, describe(lettuce));
+		throw new IllegalArgumentException("Unsupported Lettuce client " + client.getClass().getName());
 	}
 
 	private static String describe(LettuceConnectionFactory factory) {
@@ -102,11 +113,11 @@ final class ScriptConnection implements AutoCloseable {
 	 * Runs the bucket script on one key: {@code EVALSHA}, and {@code EVAL} when the server does not
 	 * know the script (a restarted or failed-over server).
 	 *
-	 * @param key the bucket's hash
+	 * @param keys the bucket's keys
 	 * @param arguments the script's arguments
 	 * @return the reply, completed by Lettuce's event loop; failed at once when not connected
 	 */
-	CompletableFuture<List<Object>> run(String key, String[] arguments) {
+	CompletableFuture<List<Object>> run(String[] keys, String[] arguments) {
 		RedisClusterAsyncCommands<String, String> async = this.commands;
 		if (async == null) {
 			connectInBackground();
@@ -114,7 +125,6 @@ final class ScriptConnection implements AutoCloseable {
 			return CompletableFuture.failedFuture(new IllegalStateException("Not connected to " + this.description
 					+ ((error != null) ? ": " + error : "")));
 		}
-		String[] keys = { key };
 		CompletableFuture<List<Object>> reply = async
 			.<List<Object>>evalsha(BucketScript.SHA1, ScriptOutputType.MULTI, keys, arguments)
 			.toCompletableFuture();
@@ -151,6 +161,7 @@ final class ScriptConnection implements AutoCloseable {
 			this.connection = opened;
 			this.commands = async;
 			this.connectError = null;
+			openPubSub();
 			if (this.closed) {
 				close();
 			}
@@ -175,6 +186,45 @@ final class ScriptConnection implements AutoCloseable {
 		return ((StatefulRedisConnection<String, String>) opened).async();
 	}
 
+	/**
+	 * Runs {@code action} whenever a message comes on {@code channel} (Lettuce subscribes again by
+	 * itself after a reconnect). Best effort: a bucket that misses a message still asks again later.
+	 *
+	 * @param channel the channel
+	 * @param action what to run, on Lettuce's thread: quick
+	 */
+	void subscribe(String channel, Runnable action) {
+		this.subscriptions.put(channel, action);
+		StatefulRedisPubSubConnection<String, String> open = this.pubSub;
+		if (open != null) {
+			open.async().subscribe(channel);
+		}
+	}
+
+	private void openPubSub() {
+		try {
+			StatefulRedisPubSubConnection<String, String> open = this.pubSubConnector.get();
+			open.addListener(new RedisPubSubAdapter<>() {
+
+				@Override
+				public void message(String channel, String message) {
+					Runnable action = ScriptConnection.this.subscriptions.get(channel);
+					if (action != null) {
+						action.run();
+					}
+				}
+			});
+			if (!this.subscriptions.isEmpty()) {
+				open.async().subscribe(this.subscriptions.keySet().toArray(String[]::new));
+			}
+			this.pubSub = open;
+		}
+		catch (RuntimeException ex) {
+			logger.warn("Rate limit buckets on Redis cannot subscribe to wake-ups on " + this.description + " ("
+					+ ex.getMessage() + "); capped waiters ask again at intervals instead");
+		}
+	}
+
 	boolean isOpen() {
 		StatefulConnection<String, String> open = this.connection;
 		return open != null && open.isOpen();
@@ -188,6 +238,11 @@ final class ScriptConnection implements AutoCloseable {
 			this.commands = null;
 			this.connection = null;
 			open.closeAsync();
+		}
+		StatefulRedisPubSubConnection<String, String> subscribed = this.pubSub;
+		if (subscribed != null) {
+			this.pubSub = null;
+			subscribed.closeAsync();
 		}
 	}
 

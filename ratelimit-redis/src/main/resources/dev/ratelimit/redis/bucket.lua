@@ -1,13 +1,23 @@
--- One rover bucket in one hash: l = level (tokens available; negative = claimed by waiting callers),
--- t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
--- f = tokens in flight (capped release). The rate is exactly A tokens per B microseconds, so a credit
--- unit is 1/B of a token and every microsecond earns A units: integers, exact while they stay below
--- 2^53 (checked by the client: limit * B and the queue's debt stay far below it).
--- ARGV: A, B, limit, n, maxwait (us), capped (0/1), mode (acquire | refund | release | sync | peek)
--- Reply: {code, wait (us), level, remainder, in flight}; code 1 = granted after wait, 0 = refused
--- (wait = what was needed), 2 = capped and waiting for releases (nothing taken), 3 = the other modes.
--- peek writes nothing (a read for metrics and the endpoint); sync only banks the time that passed.
-local key = KEYS[1]
+-- One rover bucket on Redis. Documented field by field in the module's README.md.
+--
+-- KEYS[1] the bucket's hash: l = level (tokens available; negative = claimed by waiting callers),
+--         t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
+--         u = the B that r is counted in, f = tokens in flight (capped release), q = ticket counter,
+--         d:<ticket> = a queued ticket's deadline
+-- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, and cfg,
+--         the configuration they apply to (a restart with another configuration drops them)
+-- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
+-- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
+--
+-- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
+-- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
+-- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
+--       mode (acquire | refund | release | leave | sync | retune | peek), id (<id>#<n>, capped claims),
+--       lease (us), then for retune: A, B, limit, tokens, period (ns)
+-- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns)}; code 1 =
+-- granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases (nothing
+-- taken), 3 = the other modes. The last five are the retune in effect, or zeros for the configuration.
+local key, retuned, leases, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local A = tonumber(ARGV[1])
 local B = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -15,11 +25,27 @@ local n = tonumber(ARGV[4])
 local maxwait = tonumber(ARGV[5])
 local capped = ARGV[6] == '1'
 local mode = ARGV[7]
+local id = ARGV[8]
+local lease = tonumber(ARGV[9])
+local writes = mode ~= 'peek'
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
-local state = redis.call('HMGET', key, 'l', 't', 'r', 'f')
+-- the settings in effect: a retune made for this configuration, or the configuration
+local cfg = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
+local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg')
+local tuned = {0, 0, 0, 0, 0}
+if tune[6] then
+  if tune[6] == cfg then
+    A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
+    tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5])}
+  elseif writes then
+    redis.call('DEL', retuned)
+  end
+end
+
+local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u')
 local level = tonumber(state[1])
 local last = tonumber(state[2])
 local rem = tonumber(state[3])
@@ -27,6 +53,9 @@ local inflight = tonumber(state[4])
 if level == nil then
   -- a missing key is a bucket that has been full long enough to expire
   level, last, rem, inflight = limit, now, 0, 0
+elseif tonumber(state[5]) ~= B then
+  -- the remainder was counted in another rate's units: drop it (never more than a token's worth)
+  rem = 0
 end
 
 -- a lowered limit drops the excess
@@ -57,11 +86,56 @@ elseif elapsed < 0 then
   last = now
 end
 
+local woken = false
+local function tokens_of(member)
+  return tonumber(string.match(member, '#(%d+)$')) or 0
+end
+
+if capped and writes then
+  -- leases that ran out: their tokens come back (a release that comes later changes nothing)
+  local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now)
+  if #expired > 0 then
+    for _, member in ipairs(expired) do
+      inflight = inflight - tokens_of(member)
+    end
+    redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+    inflight = math.max(inflight, 0)
+    woken = true
+  end
+  -- waiters that gave up without saying so (their instance died) leave the head of the queue
+  while true do
+    local head = redis.call('ZRANGE', queue, 0, 0)[1]
+    if not head then
+      break
+    end
+    local deadline = tonumber(redis.call('HGET', key, 'd:' .. head))
+    if deadline and deadline >= now then
+      break
+    end
+    redis.call('ZREM', queue, head)
+    redis.call('HDEL', key, 'd:' .. head)
+    woken = true
+  end
+end
+
+local function leave_queue()
+  if redis.call('ZREM', queue, id) == 1 then
+    redis.call('HDEL', key, 'd:' .. id)
+    woken = true
+  end
+end
+
 local code = 3
 local wait = 0
 if mode == 'acquire' then
-  if capped and inflight + n > limit then
+  local head = capped and redis.call('ZRANGE', queue, 0, 0)[1]
+  if capped and ((head and head ~= id) or inflight + n > limit) then
+    -- all in flight, or others queued first: wait in line for releases
     code = 2
+    if maxwait > 0 and not redis.call('ZSCORE', queue, id) then
+      redis.call('ZADD', queue, redis.call('HINCRBY', key, 'q', 1), id)
+      redis.call('HSET', key, 'd:' .. id, now + maxwait + 1000000)
+    end
   else
     level = level - n
     if level < 0 then
@@ -70,31 +144,68 @@ if mode == 'acquire' then
     if wait > maxwait then
       level = level + n
       code = 0
+      if capped then
+        leave_queue()
+      end
     else
       code = 1
       if capped then
         inflight = inflight + n
+        redis.call('ZADD', leases, now + wait + lease, id)
+        leave_queue()
       end
     end
   end
 elseif mode == 'refund' then
   level = math.min(limit, level + n)
-  if capped then
-    inflight = math.max(0, inflight - n)
+  if capped and redis.call('ZREM', leases, id) == 1 then
+    inflight = math.max(0, inflight - tokens_of(id))
+    woken = true
   end
 elseif mode == 'release' then
-  inflight = math.max(0, inflight - n)
+  if redis.call('ZREM', leases, id) == 1 then
+    inflight = math.max(0, inflight - tokens_of(id))
+    woken = true
+  end
+elseif mode == 'leave' then
+  leave_queue()
+elseif mode == 'retune' then
+  local a2, b2, limit2 = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
+  redis.call('HSET', retuned, 'a', a2, 'b', b2, 'limit', limit2, 'tokens', ARGV[13], 'period', ARGV[14], 'cfg', cfg)
+  if b2 ~= B then
+    rem = 0
+  end
+  A, B, limit = a2, b2, limit2
+  if level > limit then
+    level = limit
+    rem = 0
+  end
+  tuned = {A, B, limit, tonumber(ARGV[13]), tonumber(ARGV[14])}
+  woken = true
 end
 
-if mode == 'peek' then
-  return {code, wait, level, rem, inflight}
+local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5]}
+if not writes then
+  return reply
 end
 
-redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight)
--- expire when the bucket would be full again anyway (plus a second); tokens in flight keep it an hour
+redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B)
+-- expire when the bucket would be full again anyway (plus a second); leases and queued tickets keep
+-- it (and them) until the last of them runs out
 local ttl = math.ceil(math.max(0, (limit - level) * B - rem) / A / 1000) + 1000
-if inflight > 0 then
-  ttl = math.max(ttl, 3600000)
+if capped then
+  local last_lease = redis.call('ZRANGE', leases, -1, -1, 'WITHSCORES')[2]
+  if last_lease then
+    ttl = math.max(ttl, math.ceil((tonumber(last_lease) - now) / 1000) + 1000)
+  end
+  if redis.call('ZCARD', queue) > 0 then
+    ttl = math.max(ttl, math.ceil(maxwait / 1000) + 2000, redis.call('PTTL', key))
+  end
+  redis.call('PEXPIRE', leases, ttl)
+  redis.call('PEXPIRE', queue, ttl)
 end
 redis.call('PEXPIRE', key, ttl)
-return {code, wait, level, rem, inflight}
+if woken then
+  redis.call('PUBLISH', key .. ':woken', '1')
+end
+return reply

@@ -232,6 +232,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			throw RateLimitConfigurationException.invalidProperty(name, "redis.timeout", timeout,
 					"a positive duration, e.g. 100ms");
 		}
+		Duration lease = redis.getLease();
+		if (lease == null || lease.toMillis() < 1) {
+			throw RateLimitConfigurationException.invalidProperty(name, "redis.lease", lease,
+					"a duration of at least 1ms, e.g. 1m");
+		}
 		if (redis.getKeyPrefix() == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "redis.key-prefix", null,
 					"a string (may be empty)");

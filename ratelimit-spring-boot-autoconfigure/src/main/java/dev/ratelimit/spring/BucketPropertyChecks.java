@@ -32,9 +32,10 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure");
+			"redis.on-failure", "redis.lease");
 
-	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout");
+	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
+			"redis.lease");
 
 	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial");
 

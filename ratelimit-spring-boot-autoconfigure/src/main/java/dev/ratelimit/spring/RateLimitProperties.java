@@ -270,6 +270,20 @@ public class RateLimitProperties {
 		 */
 		private OnFailure onFailure = OnFailure.LOCAL;
 
+		/**
+		 * Capped release: the longest a call's tokens are held. Tokens not released within it (the
+		 * instance died, the release was lost) come back, and a release after that changes nothing.
+		 */
+		private Duration lease = Duration.ofMinutes(1);
+
+		public Duration getLease() {
+			return this.lease;
+		}
+
+		public void setLease(Duration lease) {
+			this.lease = lease;
+		}
+
 		public String getKeyPrefix() {
 			return this.keyPrefix;
 		}
