@@ -1,8 +1,10 @@
 package dev.ratelimit.spring.actuate;
 
 import java.math.BigDecimal;
+import java.time.Duration;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
+import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.RegisteredBucket;
 
@@ -12,7 +14,8 @@ import dev.ratelimit.spring.RegisteredBucket;
  *
  * @param type {@code shared} or {@code hybrid}
  * @param backend {@code local} or {@code redis}
- * @param rate tokens per period, as configured
+ * @param rate tokens per period, as configured (or as retuned, through this instance or, for a Redis
+ *        bucket, through any)
  * @param period the period, ISO-8601
  * @param limit shared: the most tokens banked; hybrid: the active pool in operations
  * @param available tokens a caller could take now without waiting
@@ -50,7 +53,14 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		RateLimiterSnapshot s = bucket.limiter().snapshot();
 		RateLimiterSnapshot.Pools p = s.pools();
 		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
-		return new BucketView(bucket.type(), bucket.backend(), bucket.rate(), bucket.period().toString(),
+		BigDecimal rate = bucket.rate();
+		Duration period = bucket.period();
+		if (!Rate.of(s.rate(), s.period()).equals(Rate.of(rate, period))) {
+			// retuned elsewhere (a Redis bucket retuned through another instance): show the rate in effect
+			rate = BigDecimal.valueOf(s.rate());
+			period = s.period();
+		}
+		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString());
 	}

@@ -1,0 +1,188 @@
+package dev.ratelimit.redis;
+
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
+import org.springframework.context.ConfigurableApplicationContext;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Several application contexts (instances of one application) sharing Redis buckets, configured as a
+ * user configures them.
+ */
+class RedisApplicationsTests {
+
+	private static EmbeddedRedis redis;
+
+	@BeforeAll
+	static void startRedis() {
+		redis = new EmbeddedRedis();
+	}
+
+	@AfterAll
+	static void stopRedis() {
+		redis.close();
+	}
+
+	private ApplicationContextRunner instance(String bucket, String... properties) {
+		return new ApplicationContextRunner()
+			.withConfiguration(AutoConfigurations.of(DataRedisAutoConfiguration.class, RateLimitAutoConfiguration.class,
+					RateLimitRedisAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+					"ratelimit.buckets." + bucket + ".backend=redis")
+			.withPropertyValues(properties);
+	}
+
+	/** Runs the contexts together (each runner's context stays open while the next starts). */
+	private static void together(List<ApplicationContextRunner> runners, List<ConfigurableApplicationContext> open,
+			Runnable body) {
+		if (open.size() == runners.size()) {
+			body.run();
+			return;
+		}
+		runners.get(open.size()).run((context) -> {
+			assertThat(context).hasNotFailed();
+			open.add(context.getSourceApplicationContext());
+			together(runners, open, body);
+		});
+	}
+
+	@Test
+	void threeInstancesHammeringOneBucketStayWithinRateTimesElapsedPlusLimit() {
+		List<ApplicationContextRunner> runners = new ArrayList<>();
+		for (int i = 0; i < 3; i++) {
+			runners.add(instance("shared", "ratelimit.buckets.shared.rate=200", "ratelimit.buckets.shared.limit=20"));
+		}
+		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
+		together(runners, contexts, () -> {
+			AtomicLong granted = new AtomicLong();
+			long start = System.nanoTime();
+			long end = start + Duration.ofSeconds(1).toNanos();
+			List<Thread> threads = new ArrayList<>();
+			for (ConfigurableApplicationContext context : contexts) {
+				RateLimiter bucket = context.getBean("shared", RateLimiter.class);
+				for (int t = 0; t < 4; t++) {
+					Thread thread = new Thread(() -> {
+						while (System.nanoTime() < end) {
+							if (bucket.tryAcquire(1)) {
+								granted.incrementAndGet();
+							}
+						}
+					});
+					threads.add(thread);
+					thread.start();
+				}
+			}
+			join(threads);
+			double elapsed = (System.nanoTime() - start) / 1e9;
+			assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(200 * elapsed + 20));
+			assertThat(granted.get()).isPositive();
+		});
+	}
+
+	@Test
+	void aRetuneThroughOneInstancesEndpointIsSeenByTheOthersWithinOneSecond() {
+		List<ApplicationContextRunner> runners = new ArrayList<>();
+		for (int i = 0; i < 3; i++) {
+			runners.add(instance("tuned", "ratelimit.buckets.tuned.rate=100", "ratelimit.buckets.tuned.period=1h",
+					"ratelimit.buckets.tuned.limit=50"));
+		}
+		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
+		together(runners, contexts, () -> {
+			endpoint(contexts.get(0)).update("tuned", null, 3L);
+			long deadline = System.nanoTime() + Duration.ofSeconds(1).toNanos();
+			for (ConfigurableApplicationContext context : contexts.subList(1, 3)) {
+				// one call is all an instance needs to take the retune on
+				RateLimiter bucket = context.getBean("tuned", RateLimiter.class);
+				assertThat(bucket.snapshot().limit()).isEqualTo(3.0);
+				assertThat(endpoint(context).bucket("tuned").limit().doubleValue()).isEqualTo(3.0);
+			}
+			assertThat(System.nanoTime()).isLessThan(deadline);
+			int granted = 0;
+			for (ConfigurableApplicationContext context : contexts) {
+				RateLimiter bucket = context.getBean("tuned", RateLimiter.class);
+				for (int i = 0; i < 3; i++) {
+					if (bucket.tryAcquire(1)) {
+						granted++;
+					}
+				}
+			}
+			assertThat(granted).isEqualTo(3);
+			endpoint(contexts.get(1)).update("tuned", new BigDecimal("200"), null);
+			assertThat(contexts.get(2).getBean("tuned", RateLimiter.class).snapshot().rate()).isEqualTo(200);
+			assertThat(endpoint(contexts.get(2)).bucket("tuned").rate())
+				.isEqualByComparingTo("200");
+		});
+	}
+
+	@Test
+	@ExtendWith(OutputCaptureExtension.class)
+	void aColdStartUnderLoadIsLoadNotAnOutage(CapturedOutput output) {
+		instance("cold", "ratelimit.buckets.cold.rate=100", "ratelimit.buckets.cold.limit=10",
+				"ratelimit.buckets.cold.redis.key-prefix=cold-start:")
+			.run((context) -> {
+				// the first calls of a new instance, at once and from many threads
+				RedisTokenBucket bucket = context.getBean("cold", RedisTokenBucket.class);
+				AtomicLong granted = new AtomicLong();
+				AtomicBoolean wentDown = new AtomicBoolean();
+				long start = System.nanoTime();
+				long end = start + Duration.ofMillis(700).toNanos();
+				List<Thread> threads = new ArrayList<>();
+				for (int t = 0; t < 32; t++) {
+					Thread thread = new Thread(() -> {
+						while (System.nanoTime() < end) {
+							if (bucket.tryAcquire(1)) {
+								granted.incrementAndGet();
+							}
+							if (!bucket.isUp()) {
+								wentDown.set(true);
+							}
+						}
+					});
+					threads.add(thread);
+					thread.start();
+				}
+				join(threads);
+				double elapsed = (System.nanoTime() - start) / 1e9;
+				assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(100 * elapsed + 10));
+				assertThat(wentDown).isFalse();
+				assertThat(output.getOut() + output.getErr()).doesNotContain("runs on its on-failure policy");
+			});
+	}
+
+	/** The endpoint's operations, as {@code /actuator/ratelimits} runs them on that instance. */
+	private static RateLimitsEndpoint endpoint(ConfigurableApplicationContext context) {
+		return new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+	}
+
+	private static void join(List<Thread> threads) {
+		for (Thread thread : threads) {
+			try {
+				thread.join();
+			}
+			catch (InterruptedException ex) {
+				Thread.currentThread().interrupt();
+				throw new IllegalStateException(ex);
+			}
+		}
+	}
+}
