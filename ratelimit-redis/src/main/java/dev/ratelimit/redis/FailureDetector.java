@@ -32,9 +32,10 @@ import org.jspecify.annotations.Nullable;
  * does (calls cost no thread, so nothing is rejected), and neither does one slow reply or a short
  * stall: the bucket switches to its policy after {@value #FAILURES_TO_TRIP} failed calls in a row,
  * where "in a row" means each was sent after the previous one was seen to fail. The calls caught
- * together in one stall count once however many they are, and a stall shorter than twice the
- * timeout never trips: the calls sent after the first timeout are answered when it ends, and any
- * reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
+ * together in one stall count once however many they are, so tripping takes at least
+ * {@code FAILURES_TO_TRIP} timeouts of no answer at all: a stall shorter than that (a failover, a
+ * slow fork, a pause that Redis itself ends up to 100 ms late) never trips, because the calls sent
+ * after the first timeout are answered when it ends, and any reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
  * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
  * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
  * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off.</li>
@@ -48,7 +49,7 @@ import org.jspecify.annotations.Nullable;
 final class FailureDetector {
 
 	/** Failed or timed-out calls in a row after which the bucket runs on its policy. */
-	static final int FAILURES_TO_TRIP = 3;
+	static final int FAILURES_TO_TRIP = 4;
 
 	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
 

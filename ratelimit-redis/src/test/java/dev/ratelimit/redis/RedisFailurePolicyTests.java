@@ -66,7 +66,8 @@ class RedisFailurePolicyTests {
 		this.redis.start();
 		assertThat(recovered(bucket)).isTrue();
 		String log = output.getOut() + output.getErr();
-		assertThat(log).contains("Rate limit bucket 'policy-DENY' runs on its on-failure policy (deny) after 3 failed");
+		assertThat(log).contains("Rate limit bucket 'policy-DENY' runs on its on-failure policy (deny) after "
+				+ FailureDetector.FAILURES_TO_TRIP + " failed calls to Redis in a row");
 		int warnings = log.split("runs on its on-failure policy", -1).length - 1;
 		int recoveries = log.split("Rate limit bucket 'policy-DENY' is back on Redis", -1).length - 1;
 		// once per switch, not once per call (20 calls failed); a busy machine may make it switch again
