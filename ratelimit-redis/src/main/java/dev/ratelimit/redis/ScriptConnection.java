@@ -161,7 +161,9 @@ final class ScriptConnection implements AutoCloseable {
 			this.connection = opened;
 			this.commands = async;
 			this.connectError = null;
-			openPubSub();
+			if (!this.subscriptions.isEmpty()) {
+				openPubSub();
+			}
 			if (this.closed) {
 				close();
 			}
@@ -193,15 +195,22 @@ final class ScriptConnection implements AutoCloseable {
 	 * @param channel the channel
 	 * @param action what to run, on Lettuce's thread: quick
 	 */
-	void subscribe(String channel, Runnable action) {
+	synchronized void subscribe(String channel, Runnable action) {
 		this.subscriptions.put(channel, action);
 		StatefulRedisPubSubConnection<String, String> open = this.pubSub;
 		if (open != null) {
 			open.async().subscribe(channel);
 		}
+		else if (this.commands != null) {
+			openPubSub();
+		}
 	}
 
-	private void openPubSub() {
+	/** Opens the connection for wake-ups, the first time a bucket asks for them. */
+	private synchronized void openPubSub() {
+		if (this.pubSub != null) {
+			return;
+		}
 		try {
 			StatefulRedisPubSubConnection<String, String> open = this.pubSubConnector.get();
 			open.addListener(new RedisPubSubAdapter<>() {
