@@ -12,6 +12,8 @@ import dev.ratelimit.spring.RateLimiterRegistry;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.ratelimit.spring.actuate.RateLimitHealthAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
@@ -147,6 +149,27 @@ class RateLimitRedisAutoConfigurationTests {
 		catch (IOException ex) {
 			throw new UncheckedIOException(ex);
 		}
+	}
+
+	@ParameterizedTest(name = "{0}={1}")
+	@CsvSource(delimiter = '|', value = { "redis.timeout|0s|ratelimit.buckets.orders.redis.timeout is PT0S|a positive duration",
+			"redis.lease|0s|ratelimit.buckets.orders.redis.lease is PT0S|at least 1ms",
+			"limit|0|ratelimit.buckets.orders.limit is 0|a whole number >= 1" })
+	void failsStartUpNamingTheRedisPropertyTheBucketRefuses(String property, String value, String description,
+			String action) {
+		this.runner
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+					"ratelimit.buckets.orders." + property + "=" + value)
+			.run((context) -> {
+				Throwable failure = context.getStartupFailure();
+				while (failure != null && !(failure instanceof RateLimitConfigurationException)) {
+					failure = failure.getCause();
+				}
+				assertThat(failure).isNotNull();
+				RateLimitConfigurationException ex = (RateLimitConfigurationException) failure;
+				assertThat(ex.getDescription()).contains("Bucket 'orders'").contains(description);
+				assertThat(ex.getAction()).contains(action);
+			});
 	}
 
 	@Test

@@ -100,10 +100,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", "missing", RATE_ACCEPTED);
 		}
 		Duration period = bucket.getPeriod();
-		if (period == null || period.isZero() || period.isNegative()) {
-			throw RateLimitConfigurationException.invalidProperty(name, "period", period,
-					"a positive duration, e.g. 1s or 500ms");
-		}
 		Rate exact = resolveRate(name, bucket.getRate(), period);
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
@@ -113,9 +109,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		RateLimitProperties.Redis redis = bucket.getRedis();
 		checkRedis(name, redis);
 		Long limit = bucket.getLimit();
-		if (limit != null && limit < 1) {
-			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit, "a whole number >= 1");
-		}
 		if (type == BucketType.HYBRID) {
 			if (bucket.getInitial() != null) {
 				throw RateLimitConfigurationException.wrongType(name, "initial", type.value(), "shared");
@@ -127,17 +120,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 				throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
 						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 			}
-			double ratio = (bucket.getBurstRatio() != null) ? bucket.getBurstRatio() : 1.1;
-			if (!(ratio >= 1.0) || Double.isInfinite(ratio)) {
-				throw RateLimitConfigurationException.invalidProperty(name, "burst-ratio", bucket.getBurstRatio(),
-						"a number >= 1.0 (1.0 never catches up)");
-			}
-			Duration maxBacklog = bucket.getMaxBacklog();
-			if (maxBacklog != null && maxBacklog.isNegative()) {
-				throw RateLimitConfigurationException.invalidProperty(name, "max-backlog", maxBacklog,
-						"a duration >= 0, e.g. 10s (leave it out for no bound)");
-			}
-			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, ratio, maxBacklog);
+			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, bucket.getBurstRatio(),
+					bucket.getMaxBacklog());
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
@@ -151,10 +135,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		}
 		long resolvedLimit = (limit != null) ? limit : defaultLimit(bucket.getRate());
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
-		if (initial < 0 || initial > resolvedLimit) {
-			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
-					"a whole number from 0 to the limit (" + resolvedLimit + ")");
-		}
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
 				redis);
@@ -181,9 +161,9 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		@Override
 		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
-			long l = (newLimit != null) ? checkedLimit(this.name, newLimit) : this.limit;
+			long l = (newLimit != null) ? newLimit : this.limit;
 			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
-					Math.min(this.initial, l), this.cappedRelease, this.maxWait, this.redis);
+					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis);
 		}
 	}
 
@@ -196,11 +176,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param exactRate the exact rate
 	 * @param limit the active pool in operations, or {@code null} for the pacer's default
 	 * @param maxWait the longest a caller waits
-	 * @param burstRatio the catch-up ratio
+	 * @param burstRatio the catch-up ratio, or {@code null} for the pacer's default
 	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
-			Duration maxWait, double burstRatio, @Nullable Duration maxBacklog) implements BucketDefinition {
+			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog) implements BucketDefinition {
 
 		@Override
 		public Backend backend() {
@@ -210,32 +190,15 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		@Override
 		public Hybrid withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
-			Long l = (newLimit != null) ? Long.valueOf(checkedLimit(this.name, newLimit)) : this.limit;
+			Long l = (newLimit != null) ? newLimit : this.limit;
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
 					this.burstRatio, this.maxBacklog);
 		}
 	}
 
-	private static long checkedLimit(String name, long limit) {
-		if (limit < 1) {
-			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit, "a whole number >= 1");
-		}
-		return limit;
-	}
-
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
 		if (redis.getOnFailure() == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "redis.on-failure", null, "allow, deny or local");
-		}
-		Duration timeout = redis.getTimeout();
-		if (timeout == null || timeout.isZero() || timeout.isNegative()) {
-			throw RateLimitConfigurationException.invalidProperty(name, "redis.timeout", timeout,
-					"a positive duration, e.g. 100ms");
-		}
-		Duration lease = redis.getLease();
-		if (lease == null || lease.toMillis() < 1) {
-			throw RateLimitConfigurationException.invalidProperty(name, "redis.lease", lease,
-					"a duration of at least 1ms, e.g. 1m");
 		}
 		if (redis.getKeyPrefix() == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "redis.key-prefix", null,
@@ -262,6 +225,10 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			return Rate.of(rate, period);
 		}
 		catch (IllegalArgumentException ex) {
+			if (String.valueOf(ex.getMessage()).startsWith("period")) {
+				throw RateLimitConfigurationException.invalidProperty(name, "period", period,
+						"a positive duration, e.g. 1s or 500ms");
+			}
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
 					RATE_ACCEPTED + " with fewer digits: " + ex.getMessage());
 		}

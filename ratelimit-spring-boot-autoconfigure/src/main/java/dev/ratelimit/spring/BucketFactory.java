@@ -17,7 +17,21 @@ final class BucketFactory {
 	private BucketFactory() {
 	}
 
+	/**
+	 * Builds the bucket's limiter; its builder checks the settings, and a refusal fails start-up in the
+	 * configuration's words ({@link CoreArguments}).
+	 */
 	static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
+			List<BucketBackend> backends) {
+		try {
+			return build(definition, stats, clock, backends);
+		}
+		catch (IllegalArgumentException ex) {
+			throw CoreArguments.translate(definition, ex);
+		}
+	}
+
+	private static RateLimiter build(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
 			List<BucketBackend> backends) {
 		if (definition.backend() != Backend.LOCAL) {
 			BucketBackend backend = backends.stream()
@@ -30,12 +44,14 @@ final class BucketFactory {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
 				.name(hybrid.name())
 				.rate(hybrid.exactRate())
-				.burstRatio(hybrid.burstRatio())
 				.maxBacklog(hybrid.maxBacklog())
 				.clock(clock)
 				.stats(stats);
 			if (hybrid.limit() != null) {
 				builder.limit(hybrid.limit());
+			}
+			if (hybrid.burstRatio() != null) {
+				builder.burstRatio(hybrid.burstRatio());
 			}
 			return builder.build();
 		}

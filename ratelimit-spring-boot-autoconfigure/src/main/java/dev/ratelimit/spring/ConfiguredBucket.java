@@ -4,6 +4,7 @@ import java.math.BigDecimal;
 import java.time.Duration;
 
 import dev.ratelimit.core.RateLimiter;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A configured bucket and its limiter; {@link #update} retunes the limiter in place.
@@ -64,11 +65,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 	}
 
 	/**
-	 * Retunes the limiter: {@code updateRate} (the time that passed is counted at the old rate first) and
-	 * {@code updateLimit}; waiters keep their place.
+	 * Retunes the limiter: {@code updateLimit} and {@code updateRate} (the time that passed is counted
+	 * at the old rate first); waiters keep their place. The limiter checks the values (one place per
+	 * rule); a refusal changes nothing and is said in the configuration's words.
 	 */
 	@Override
-	public synchronized void update(BigDecimal rate, Long limit) {
+	public synchronized void update(@Nullable BigDecimal rate, @Nullable Long limit) {
 		BucketDefinition current = this.definition;
 		BucketDefinition next;
 		try {
@@ -77,11 +79,20 @@ final class ConfiguredBucket implements RegisteredBucket {
 		catch (RateLimitConfigurationException ex) {
 			throw new IllegalArgumentException(ex.getMessage(), ex);
 		}
-		if (rate != null) {
-			this.limiter.updateRate(next.exactRate().tokens(), next.exactRate().period());
+		long before = (long) this.limiter.snapshot().limit();
+		try {
+			if (limit != null) {
+				this.limiter.updateLimit(limit);
+			}
+			if (rate != null) {
+				this.limiter.updateRate(next.exactRate().tokens(), next.exactRate().period());
+			}
 		}
-		if (limit != null) {
-			this.limiter.updateLimit(limit);
+		catch (IllegalArgumentException ex) {
+			if (limit != null && limit != before && before >= 1) {
+				this.limiter.updateLimit(before);
+			}
+			throw new IllegalArgumentException(CoreArguments.translate(next, ex).getMessage(), ex);
 		}
 		this.definition = next;
 	}

@@ -149,6 +149,23 @@ class RateLimitAutoConfigurationTests {
 			});
 	}
 
+	@ParameterizedTest(name = "{0}={1}")
+	@CsvSource(delimiter = '|', value = {
+			"max-backlog|-1s|ratelimit.buckets.h.max-backlog is PT-1S|a duration >= 0",
+			"burst-ratio|1e13|ratelimit.buckets.h.burst-ratio is 1.0E13|burstRatio must be at most",
+			"limit|0|ratelimit.buckets.h.limit is 0|a whole number >= 1" })
+	void saysThePacersRefusalsInTheConfigurationsWords(String property, String value, String description,
+			String action) {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.h.type=hybrid", "ratelimit.buckets.h.rate=100",
+					"ratelimit.buckets.h." + property + "=" + value)
+			.run((context) -> {
+				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+				assertThat(ex.getDescription()).contains("Bucket 'h'").contains(description);
+				assertThat(ex.getAction()).contains(action);
+			});
+	}
+
 	@Test
 	void rejectsABurstRatioBelowOne() {
 		this.runner
