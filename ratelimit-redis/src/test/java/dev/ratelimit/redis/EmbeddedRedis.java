@@ -1,5 +1,13 @@
 package dev.ratelimit.redis;
 
+import java.util.ArrayList;
+import java.util.List;
+
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.sync.RedisCommands;
+import org.jspecify.annotations.Nullable;
+
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
@@ -19,6 +27,12 @@ final class EmbeddedRedis implements AutoCloseable {
 	private final int port;
 
 	private RedisServer server;
+
+	private final List<LettuceConnectionFactory> factories = new ArrayList<>();
+
+	private @Nullable RedisClient adminClient;
+
+	private @Nullable StatefulRedisConnection<String, String> adminConnection;
 
 	EmbeddedRedis() {
 		this.port = freePort();
@@ -59,11 +73,27 @@ final class EmbeddedRedis implements AutoCloseable {
 				LettuceClientConfiguration.builder().commandTimeout(Duration.ofMillis(500)).build());
 		factory.afterPropertiesSet();
 		factory.start();
+		this.factories.add(factory);
 		return factory;
 	}
 
+	/** Commands of a client of the tests' own, to look at and stall the server. */
+	synchronized RedisCommands<String, String> admin() {
+		if (this.adminConnection == null) {
+			this.adminClient = RedisClient.create("redis://127.0.0.1:" + this.port);
+			this.adminConnection = this.adminClient.connect();
+		}
+		return this.adminConnection.sync();
+	}
+
+	/** Stops the server after closing every client made here. */
 	@Override
 	public void close() {
+		if (this.adminConnection != null) {
+			this.adminConnection.close();
+			this.adminClient.shutdown();
+		}
+		this.factories.forEach(LettuceConnectionFactory::destroy);
 		stop();
 	}
 }

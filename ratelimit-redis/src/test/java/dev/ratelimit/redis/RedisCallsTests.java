@@ -9,8 +9,6 @@ import java.util.concurrent.atomic.AtomicInteger;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BackendHealth;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -33,34 +31,22 @@ class RedisCallsTests {
 
 	private static EmbeddedRedis redis;
 
-	private static RedisClient admin;
-
-	private static StatefulRedisConnection<String, String> adminConnection;
-
-	private static final List<LettuceConnectionFactory> factories = new ArrayList<>();
-
 	@BeforeAll
 	static void startRedis() {
 		redis = new EmbeddedRedis();
-		admin = RedisClient.create("redis://127.0.0.1:" + redis.port());
-		adminConnection = admin.connect();
 	}
 
 	@AfterAll
 	static void stopRedis() {
-		adminConnection.close();
-		admin.shutdown();
-		factories.forEach(LettuceConnectionFactory::destroy);
 		redis.close();
 	}
 
 	private static RedisCommands<String, String> admin() {
-		return adminConnection.sync();
+		return redis.admin();
 	}
 
 	private static RedisTokenBucket.Builder bucket(String name) {
 		LettuceConnectionFactory factory = redis.connectionFactory();
-		factories.add(factory);
 		return RedisTokenBucket.builder().name(name).connectionFactory(factory).timeout(Duration.ofMillis(100));
 	}
 

@@ -7,8 +7,6 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import dev.ratelimit.core.Permit;
-import io.lettuce.core.RedisClient;
-import io.lettuce.core.api.StatefulRedisConnection;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -26,30 +24,18 @@ class RedisLeasesAndQueueTests {
 
 	private static EmbeddedRedis redis;
 
-	private static RedisClient admin;
-
-	private static StatefulRedisConnection<String, String> adminConnection;
-
-	private static final List<LettuceConnectionFactory> factories = new ArrayList<>();
-
 	@BeforeAll
 	static void startRedis() {
 		redis = new EmbeddedRedis();
-		admin = RedisClient.create("redis://127.0.0.1:" + redis.port());
-		adminConnection = admin.connect();
 	}
 
 	@AfterAll
 	static void stopRedis() {
-		adminConnection.close();
-		admin.shutdown();
-		factories.forEach(LettuceConnectionFactory::destroy);
 		redis.close();
 	}
 
 	private static RedisTokenBucket.Builder instance(String name) {
 		LettuceConnectionFactory factory = redis.connectionFactory();
-		factories.add(factory);
 		return RedisTokenBucket.builder().name(name).connectionFactory(factory).timeout(Duration.ofSeconds(1));
 	}
 
@@ -168,9 +154,9 @@ class RedisLeasesAndQueueTests {
 
 	private static void awaitQueueLength(String key, long length) throws InterruptedException {
 		long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-		while (adminConnection.sync().zcard(key + ":queue") < length && System.nanoTime() < deadline) {
+		while (redis.admin().zcard(key + ":queue") < length && System.nanoTime() < deadline) {
 			Thread.sleep(2);
 		}
-		assertThat(adminConnection.sync().zcard(key + ":queue")).isEqualTo(length);
+		assertThat(redis.admin().zcard(key + ":queue")).isEqualTo(length);
 	}
 }
