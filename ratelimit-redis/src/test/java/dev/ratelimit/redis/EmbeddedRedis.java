@@ -7,6 +7,8 @@ import io.lettuce.core.RedisClient;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.sync.RedisCommands;
 import org.jspecify.annotations.Nullable;
+import org.junit.jupiter.api.extension.AfterAllCallback;
+import org.junit.jupiter.api.extension.ExtensionContext;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -22,7 +24,7 @@ import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactor
 /**
  * A real Redis server from the embedded-redis artifact, on a free loopback port, without persistence.
  */
-final class EmbeddedRedis implements AutoCloseable {
+final class EmbeddedRedis implements AutoCloseable, AfterAllCallback {
 
 	private final int port;
 
@@ -84,6 +86,12 @@ final class EmbeddedRedis implements AutoCloseable {
 			this.adminConnection = this.adminClient.connect();
 		}
 		return this.adminConnection.sync();
+	}
+
+	/** As a test class's extension ({@code @RegisterExtension static}): stopped after its tests. */
+	@Override
+	public void afterAll(ExtensionContext context) {
+		close();
 	}
 
 	/** Stops the server after closing every client made here. */

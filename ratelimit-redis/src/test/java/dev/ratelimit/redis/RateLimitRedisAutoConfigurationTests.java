@@ -9,9 +9,8 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimiterRegistry;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -33,7 +32,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 class RateLimitRedisAutoConfigurationTests {
 
-	private static EmbeddedRedis redis;
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
 
 	private final ApplicationContextRunner runner = new ApplicationContextRunner()
 		.withConfiguration(AutoConfigurations.of(DataRedisAutoConfiguration.class, RateLimitAutoConfiguration.class,
@@ -43,16 +43,6 @@ class RateLimitRedisAutoConfigurationTests {
 				"ratelimit.buckets.orders.limit=10",
 				"ratelimit.buckets.orders.backend=redis", "ratelimit.buckets.orders.redis.key-prefix=shop:",
 				"ratelimit.buckets.orders.redis.on-failure=deny", "ratelimit.buckets.local.rate=5");
-
-	@BeforeAll
-	static void startRedis() {
-		redis = new EmbeddedRedis();
-	}
-
-	@AfterAll
-	static void stopRedis() {
-		redis.close();
-	}
 
 	@Test
 	void makesRedisBucketsForBucketsThatSaySoAndLocalOnesForTheRest() {

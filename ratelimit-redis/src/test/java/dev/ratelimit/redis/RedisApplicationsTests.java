@@ -11,9 +11,8 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -31,17 +30,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class RedisApplicationsTests {
 
-	private static EmbeddedRedis redis;
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
 
-	@BeforeAll
-	static void startRedis() {
-		redis = new EmbeddedRedis();
-	}
-
-	@AfterAll
-	static void stopRedis() {
-		redis.close();
-	}
 
 	private ApplicationContextRunner instance(String bucket, String... properties) {
 		return new ApplicationContextRunner()

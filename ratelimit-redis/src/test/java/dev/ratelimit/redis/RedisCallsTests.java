@@ -10,9 +10,8 @@ import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BackendHealth;
 import io.lettuce.core.api.sync.RedisCommands;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.ExtendWith;
 
 import org.springframework.boot.test.system.CapturedOutput;
@@ -29,17 +28,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  */
 class RedisCallsTests {
 
-	private static EmbeddedRedis redis;
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
 
-	@BeforeAll
-	static void startRedis() {
-		redis = new EmbeddedRedis();
-	}
-
-	@AfterAll
-	static void stopRedis() {
-		redis.close();
-	}
 
 	private static RedisCommands<String, String> admin() {
 		return redis.admin();

@@ -7,9 +7,8 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import dev.ratelimit.core.Permit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
@@ -22,17 +21,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  */
 class RedisLeasesAndQueueTests {
 
-	private static EmbeddedRedis redis;
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
 
-	@BeforeAll
-	static void startRedis() {
-		redis = new EmbeddedRedis();
-	}
-
-	@AfterAll
-	static void stopRedis() {
-		redis.close();
-	}
 
 	private static RedisTokenBucket.Builder instance(String name) {
 		LettuceConnectionFactory factory = redis.connectionFactory();

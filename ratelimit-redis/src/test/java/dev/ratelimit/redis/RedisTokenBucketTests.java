@@ -8,9 +8,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.StatsRecorder;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 import org.springframework.data.redis.core.StringRedisTemplate;
@@ -23,25 +22,12 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  */
 class RedisTokenBucketTests {
 
-	private static EmbeddedRedis redis;
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
 
-	private static final List<LettuceConnectionFactory> factories = new ArrayList<>();
-
-	@BeforeAll
-	static void startRedis() {
-		redis = new EmbeddedRedis();
-	}
-
-	@AfterAll
-	static void stopRedis() {
-		factories.forEach(LettuceConnectionFactory::destroy);
-		redis.close();
-	}
-
+	/** A client of its own: each bucket made with one is another instance of the application. */
 	private static LettuceConnectionFactory client() {
-		LettuceConnectionFactory factory = redis.connectionFactory();
-		factories.add(factory);
-		return factory;
+		return redis.connectionFactory();
 	}
 
 	private static RedisTokenBucket.Builder bucket(String name, long perSecond, long limit) {
