@@ -54,4 +54,15 @@ public @interface RateLimited {
 	 * @return the max-wait, or empty for the bucket's
 	 */
 	String maxWait() default "";
+
+	/**
+	 * One bucket per key (contract revision 2): a SpEL expression over the method's parameters
+	 * ({@code "#userId"}, {@code "#user.id"}); each distinct value gets its own bucket made from the
+	 * named one, full on first use, and at most the bucket's {@code keys.max} keys have one at once.
+	 * A key that evaluates to {@code null} fails the call with {@link IllegalArgumentException}; the
+	 * method does not run. Empty (the default): the named bucket itself.
+	 *
+	 * @return the key expression, or empty for none
+	 */
+	String key() default "";
 }

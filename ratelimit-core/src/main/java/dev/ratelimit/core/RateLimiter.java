@@ -97,6 +97,18 @@ public interface RateLimiter {
 	RateLimiterSnapshot snapshot();
 
 	/**
+	 * Whether the limiter is as a new one would be: full, with nothing in flight, nobody waiting and
+	 * nothing owed. Such a limiter can be dropped and made again without any caller seeing the
+	 * difference (per-key buckets rely on it).
+	 *
+	 * @return {@code true} when indistinguishable from a new, full limiter
+	 */
+	default boolean isIdle() {
+		RateLimiterSnapshot s = snapshot();
+		return s.available() >= s.limit() && s.deficiency() == 0 && s.waiting() == 0 && s.inFlight() == 0;
+	}
+
+	/**
 	 * Changes the rate at run time. Time that passed up to now is accounted for under the old rate
 	 * first; callers already waiting keep their place.
 	 *

@@ -80,6 +80,13 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit);
 
 	/**
+	 * The most keys with a bucket of their own, when the bucket is used with a key.
+	 *
+	 * @return {@code keys.max}, {@code >= 1}
+	 */
+	int keysMax();
+
+	/**
 	 * Checks and resolves one configured bucket.
 	 *
 	 * @param name the bucket name
@@ -121,7 +128,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 			}
 			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, bucket.getBurstRatio(),
-					bucket.getMaxBacklog());
+					bucket.getMaxBacklog(), keysMax(name, bucket));
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
@@ -137,7 +144,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
-				redis);
+				redis, keysMax(name, bucket));
 	}
 
 	/**
@@ -153,9 +160,10 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param cappedRelease whether tokens return only on release
 	 * @param maxWait the longest a caller waits
 	 * @param redis the Redis settings (used only by the redis backend)
+	 * @param keysMax the most keys with a bucket of their own
 	 */
 	record Shared(String name, Backend backend, BigDecimal rate, Duration period, Rate exactRate, long limit,
-			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis)
+			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax)
 			implements BucketDefinition {
 
 		@Override
@@ -163,7 +171,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			long l = (newLimit != null) ? newLimit : this.limit;
 			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
-					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis);
+					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis, this.keysMax);
 		}
 	}
 
@@ -178,9 +186,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param maxWait the longest a caller waits
 	 * @param burstRatio the catch-up ratio, or {@code null} for the pacer's default
 	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
+	 * @param keysMax the most keys with a bucket of their own
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
-			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog) implements BucketDefinition {
+			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax)
+			implements BucketDefinition {
 
 		@Override
 		public Backend backend() {
@@ -192,7 +202,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			Long l = (newLimit != null) ? newLimit : this.limit;
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
-					this.burstRatio, this.maxBacklog);
+					this.burstRatio, this.maxBacklog, this.keysMax);
 		}
 	}
 
@@ -204,6 +214,14 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			throw RateLimitConfigurationException.invalidProperty(name, "redis.key-prefix", null,
 					"a string (may be empty)");
 		}
+	}
+
+	private static int keysMax(String name, RateLimitProperties.Bucket bucket) {
+		int max = bucket.getKeys().getMax();
+		if (max < 1) {
+			throw RateLimitConfigurationException.invalidProperty(name, "keys.max", max, "a whole number >= 1");
+		}
+		return max;
 	}
 
 	/** One period's rate, rounded down, at least 1. */

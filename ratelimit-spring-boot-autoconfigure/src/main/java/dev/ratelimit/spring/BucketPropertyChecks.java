@@ -32,12 +32,12 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease");
+			"redis.on-failure", "redis.lease", "keys.max");
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
 			"redis.lease");
 
-	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial");
+	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial", "keys.max");
 
 	/** Properties bound to enums, with their values as written and how to say them. */
 	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES = Map.of(

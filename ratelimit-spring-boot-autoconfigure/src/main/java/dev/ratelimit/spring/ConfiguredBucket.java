@@ -2,6 +2,9 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
 
 import dev.ratelimit.core.RateLimiter;
 import org.jspecify.annotations.Nullable;
@@ -13,11 +16,78 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	private final RateLimiter limiter;
 
+	private final @Nullable BucketMaker maker;
+
 	private volatile BucketDefinition definition;
 
-	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter) {
+	private volatile @Nullable KeyedBuckets keyed;
+
+	private final List<Consumer<KeyedBuckets>> whenKeyed = new ArrayList<>();
+
+	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker) {
 		this.definition = definition;
 		this.limiter = limiter;
+		this.maker = maker;
+	}
+
+	@Override
+	public KeyedBuckets keyed() {
+		KeyedBuckets keys = this.keyed;
+		if (keys == null) {
+			synchronized (this) {
+				keys = this.keyed;
+				if (keys == null) {
+					keys = makeKeyed();
+					this.keyed = keys;
+					for (Consumer<KeyedBuckets> action : this.whenKeyed) {
+						action.accept(keys);
+					}
+				}
+			}
+		}
+		return keys;
+	}
+
+	private KeyedBuckets makeKeyed() {
+		BucketDefinition template = this.definition;
+		String name = template.name();
+		if (this.maker == null) {
+			throw new IllegalStateException("Bucket '" + name + "' was not made by the starter: it has no per-key buckets");
+		}
+		BucketDefinitions.checkUsableWithKey(template, "a key");
+		BucketMaker make = this.maker;
+		return new KeyedBuckets(template.keysMax(), () -> make.create(this.definition), this::bringUpToDate);
+	}
+
+	/** Brings a key's bucket made from an older definition to the template's settings (K4). */
+	private void bringUpToDate(RateLimiter bucket) {
+		BucketDefinition current = this.definition;
+		bucket.updateRate(current.exactRate().tokens(), current.exactRate().period());
+		if (current instanceof BucketDefinition.Shared shared) {
+			bucket.updateLimit(shared.limit());
+		}
+		else if (current instanceof BucketDefinition.Hybrid hybrid && hybrid.limit() != null) {
+			bucket.updateLimit(hybrid.limit());
+		}
+	}
+
+	@Override
+	public void whenKeyed(Consumer<KeyedBuckets> action) {
+		KeyedBuckets keys;
+		synchronized (this) {
+			keys = this.keyed;
+			if (keys == null) {
+				this.whenKeyed.add(action);
+				return;
+			}
+		}
+		action.accept(keys);
+	}
+
+	@Override
+	public int keys() {
+		KeyedBuckets keys = this.keyed;
+		return (keys != null) ? keys.size() : 0;
 	}
 
 	@Override
@@ -95,6 +165,10 @@ final class ConfiguredBucket implements RegisteredBucket {
 			throw new IllegalArgumentException(CoreArguments.translate(next, ex).getMessage(), ex);
 		}
 		this.definition = next;
+		KeyedBuckets keys = this.keyed;
+		if (keys != null) {
+			keys.retuned();
+		}
 	}
 
 	@Override

@@ -14,8 +14,14 @@ final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
 	private final Map<String, ConfiguredBucket> buckets;
 
 	DefaultRateLimiterRegistry(BucketDefinitions definitions, Function<String, dev.ratelimit.core.RateLimiter> limiters) {
+		this(definitions, limiters, null);
+	}
+
+	DefaultRateLimiterRegistry(BucketDefinitions definitions, Function<String, dev.ratelimit.core.RateLimiter> limiters,
+			@org.jspecify.annotations.Nullable BucketMaker maker) {
 		Map<String, ConfiguredBucket> map = new LinkedHashMap<>();
-		definitions.asMap().forEach((name, definition) -> map.put(name, new ConfiguredBucket(definition, limiters.apply(name))));
+		definitions.asMap()
+			.forEach((name, definition) -> map.put(name, new ConfiguredBucket(definition, limiters.apply(name), maker)));
 		this.buckets = map;
 	}
 

@@ -76,7 +76,8 @@ public final class RateLimitAutoConfiguration {
 	@Bean
 	@ConditionalOnMissingBean
 	RateLimiterRegistry rateLimiterRegistry(BucketDefinitions definitions, ListableBeanFactory beanFactory) {
-		return new DefaultRateLimiterRegistry(definitions, (name) -> beanFactory.getBean(name, RateLimiter.class));
+		return new DefaultRateLimiterRegistry(definitions, (name) -> beanFactory.getBean(name, RateLimiter.class),
+				beanFactory.getBeanProvider(BucketMaker.class).getIfAvailable());
 	}
 
 	@Bean
@@ -85,7 +86,7 @@ public final class RateLimitAutoConfiguration {
 			ObjectProvider<RateLimiterRegistry> registry) {
 		int order = environment.getProperty("ratelimit.interceptor-order", Integer.class,
 				RateLimitProperties.DEFAULT_INTERCEPTOR_ORDER);
-		RateLimitAdvisor advisor = new RateLimitAdvisor(() -> definitions.getObject().names(),
+		RateLimitAdvisor advisor = new RateLimitAdvisor(definitions::getObject,
 				new RateLimitInterceptor(registry::getObject));
 		advisor.setOrder(order);
 		return advisor;
@@ -98,8 +99,8 @@ public final class RateLimitAutoConfiguration {
 
 		@Bean
 		@ConditionalOnMissingBean
-		RateLimitExceptionHandler rateLimitExceptionHandler() {
-			return new RateLimitExceptionHandler();
+		RateLimitExceptionHandler rateLimitExceptionHandler(RateLimitProperties properties) {
+			return new RateLimitExceptionHandler(properties.getWeb().isExposeKey());
 		}
 	}
 }

@@ -1,7 +1,5 @@
 package dev.ratelimit.spring;
 
-import java.util.List;
-import java.util.function.LongSupplier;
 
 import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
@@ -53,6 +51,8 @@ final class RateLimitBucketRegistrar
 		BucketDefinitions definitions = BucketDefinitions.of(properties);
 		registry.registerBeanDefinition(DEFINITIONS_BEAN_NAME,
 				new RootBeanDefinition(BucketDefinitions.class, () -> definitions));
+		registry.registerBeanDefinition(BucketMaker.BEAN_NAME,
+				new RootBeanDefinition(BucketMaker.class, () -> new BucketMaker(this.beanFactory)));
 		for (BucketDefinition definition : definitions.asMap().values()) {
 			if (registry.containsBeanDefinition(definition.name())) {
 				continue; // the application's own bean of that name wins
@@ -77,10 +77,6 @@ final class RateLimitBucketRegistrar
 	}
 
 	private RateLimiter create(BucketDefinition definition) {
-		BucketStatsFactory stats = this.beanFactory.getBean(BucketStatsFactory.class);
-		RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class).getIfAvailable(() -> System::nanoTime);
-		LongSupplier nanos = clock::nanoTime;
-		List<BucketBackend> backends = this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
-		return BucketFactory.create(definition, stats.create(definition.name()), nanos, backends);
+		return this.beanFactory.getBean(BucketMaker.BEAN_NAME, BucketMaker.class).create(definition);
 	}
 }

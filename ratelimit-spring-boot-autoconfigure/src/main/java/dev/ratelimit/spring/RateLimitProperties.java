@@ -48,6 +48,8 @@ public class RateLimitProperties {
 
 	private final HealthSettings health = new HealthSettings();
 
+	private final Web web = new Web();
+
 	public boolean isEnabled() {
 		return this.enabled;
 	}
@@ -74,6 +76,30 @@ public class RateLimitProperties {
 
 	public HealthSettings getHealth() {
 		return this.health;
+	}
+
+	public Web getWeb() {
+		return this.web;
+	}
+
+	/**
+	 * How refusals are answered over HTTP.
+	 */
+	public static class Web {
+
+		/**
+		 * Whether the 429's problem detail carries the refused call's key (a per-key bucket's value).
+		 * Off by default: keys may be personal data (user ids, IP addresses).
+		 */
+		private boolean exposeKey;
+
+		public boolean isExposeKey() {
+			return this.exposeKey;
+		}
+
+		public void setExposeKey(boolean exposeKey) {
+			this.exposeKey = exposeKey;
+		}
 	}
 
 	/**
@@ -164,6 +190,8 @@ public class RateLimitProperties {
 		 */
 		private final Redis redis = new Redis();
 
+		private final Keys keys = new Keys();
+
 		public BucketType getType() {
 			return this.type;
 		}
@@ -246,6 +274,30 @@ public class RateLimitProperties {
 
 		public Redis getRedis() {
 			return this.redis;
+		}
+
+		public Keys getKeys() {
+			return this.keys;
+		}
+	}
+
+	/**
+	 * Per-key buckets made from a bucket used with a key.
+	 */
+	public static class Keys {
+
+		/**
+		 * Most keys with a bucket of their own at once; beyond it, new keys share one overflow bucket
+		 * until a key's bucket is full again and can be dropped.
+		 */
+		private int max = 10000;
+
+		public int getMax() {
+			return this.max;
+		}
+
+		public void setMax(int max) {
+			this.max = max;
 		}
 	}
 

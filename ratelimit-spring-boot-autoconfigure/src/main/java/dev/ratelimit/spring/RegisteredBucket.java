@@ -2,6 +2,7 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.util.function.Consumer;
 
 import dev.ratelimit.core.RateLimiter;
 
@@ -69,4 +70,27 @@ public interface RegisteredBucket {
 	 *         bucket, the property and the accepted values; nothing is changed then
 	 */
 	void update(BigDecimal rate, Long limit);
+
+	/**
+	 * The buckets of this bucket's keys, made on first use of the bucket with a key.
+	 *
+	 * @return the per-key buckets
+	 * @throws RateLimitConfigurationException when the bucket cannot be used with a key
+	 */
+	KeyedBuckets keyed();
+
+	/**
+	 * Keys with a bucket of their own now.
+	 *
+	 * @return the count, 0 for a bucket never used with a key
+	 */
+	int keys();
+
+	/**
+	 * Runs {@code action} with the per-key buckets once the bucket is used with a key (at once if it
+	 * already is): how the meters of keyed buckets are bound.
+	 *
+	 * @param action what to run
+	 */
+	void whenKeyed(Consumer<KeyedBuckets> action);
 }

@@ -62,4 +62,13 @@ public class ShopController {
 	public Map<String, Object> quote(@RequestParam(defaultValue = "DE") String destination) {
 		return Map.of("destination", destination, "cents", 990);
 	}
+
+	/**
+	 * A quote per user: each user has a budget of their own, made from the {@code per-user} bucket.
+	 */
+	@GetMapping("/api/users/{id}/quote")
+	@RateLimited(value = "per-user", key = "#id")
+	public Map<String, Object> userQuote(@PathVariable String id) {
+		return Map.of("user", id, "cents", 990);
+	}
 }

@@ -104,7 +104,8 @@ class SampleApplicationTests {
 	@Test
 	void theEndpointShowsEveryBucketWithEveryField() throws Exception {
 		JsonNode buckets = json("GET", "/actuator/ratelimits").get("buckets");
-		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "reports", "public-api");
+		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "reports", "per-user",
+				"public-api");
 		JsonNode db = buckets.get("db-writes");
 		assertThat(db.get("type").asString()).isEqualTo("shared");
 		assertThat(db.get("cappedRelease").asBoolean()).isTrue();
@@ -117,6 +118,29 @@ class SampleApplicationTests {
 		assertThat(partner.get("pools").has("active")).isTrue();
 		assertThat(Duration.parse(partner.get("behindSchedule").asString())).isPositive();
 		assertThat(send("GET", "/actuator/ratelimits/nope", null).statusCode()).isEqualTo(404);
+	}
+
+	@Test
+	void eachUserHasABudgetOfTheirOwnAndTheEndpointShowsIt() throws Exception {
+		int alice = 0;
+		for (int i = 0; i < 6; i++) {
+			HttpResponse<String> response = send("GET", "/api/users/alice/quote", null);
+			if (response.statusCode() == 200) {
+				alice++;
+			}
+			else {
+				assertThat(response.statusCode()).isEqualTo(429);
+				assertThat(response.body()).doesNotContain("\"key\""); // keys stay out of the answer by default
+			}
+		}
+		// 3 at once and 1 per second after: six quick calls get 3 or 4 (if a second passed meanwhile)
+		assertThat(alice).isBetween(3, 4);
+		assertThat(send("GET", "/api/users/bob/quote", null).statusCode()).isEqualTo(200);
+		assertThat(json("GET", "/actuator/ratelimits/per-user").get("keys").asInt()).isEqualTo(2);
+		JsonNode bob = json("GET", "/actuator/ratelimits/per-user/bob");
+		assertThat(bob.get("limit").asLong()).isEqualTo(3);
+		assertThat(bob.get("available").asLong()).isEqualTo(2);
+		assertThat(send("GET", "/actuator/ratelimits/per-user/nobody", null).statusCode()).isEqualTo(404);
 	}
 
 	@Test

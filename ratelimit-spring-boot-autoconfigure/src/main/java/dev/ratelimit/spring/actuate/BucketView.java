@@ -5,6 +5,7 @@ import java.time.Duration;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
 import dev.ratelimit.core.Rate;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.RegisteredBucket;
 
@@ -27,11 +28,13 @@ import dev.ratelimit.spring.RegisteredBucket;
  * @param rejected calls refused since start
  * @param pools hybrid: the pool levels in operations; shared: {@code null}
  * @param behindSchedule hybrid: how far callers are behind, ISO-8601; shared: {@code PT0S}
+ * @param keys keys with a bucket of their own now (0 for a bucket never used with a key, and in the
+ *        view of one key's bucket)
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
-		Pools pools, String behindSchedule) {
+		Pools pools, String behindSchedule, int keys) {
 
 	/**
 	 * The pacer's pools, in operations.
@@ -50,7 +53,19 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 * @return its view
 	 */
 	public static BucketView of(RegisteredBucket bucket) {
-		RateLimiterSnapshot s = bucket.limiter().snapshot();
+		return of(bucket, bucket.limiter(), bucket.keys());
+	}
+
+	/**
+	 * The view of a bucket's limiter, or of one of its keys' buckets.
+	 *
+	 * @param bucket the bucket, for its settings as configured
+	 * @param limiter the limiter shown: the bucket's, or a key's
+	 * @param keys the keys count to show
+	 * @return its view
+	 */
+	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys) {
+		RateLimiterSnapshot s = limiter.snapshot();
 		RateLimiterSnapshot.Pools p = s.pools();
 		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
 		BigDecimal rate = bucket.rate();
@@ -62,7 +77,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		}
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
-				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString());
+				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(), keys);
 	}
 
 	/** Whole numbers as integers, others as they are. */

@@ -8,6 +8,7 @@ import java.util.function.ToDoubleFunction;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.BucketType;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -89,6 +90,16 @@ public class RateLimitMeterBinder implements MeterBinder {
 			}
 			backend.onCall((outcome, nanos) -> calls.get(outcome).record(nanos, TimeUnit.NANOSECONDS));
 		}
+		bucket.whenKeyed((keys) -> {
+			Gauge.builder("ratelimit.keys.active", keys, KeyedBuckets::size)
+				.tag("bucket", name)
+				.description("Keys with a bucket of their own")
+				.register(meters);
+			FunctionCounter.builder("ratelimit.keys.overflow", keys, KeyedBuckets::overflowCalls)
+				.tag("bucket", name)
+				.description("Calls limited by the overflow bucket shared by keys beyond keys.max")
+				.register(meters);
+		});
 		if (bucket.type().equals(BucketType.HYBRID.value())) {
 			poolGauge(meters, name, limiter, "active", (p) -> p.active());
 			poolGauge(meters, name, limiter, "burst", (p) -> p.burst());

@@ -4,6 +4,7 @@ import java.math.BigDecimal;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.jspecify.annotations.Nullable;
@@ -69,6 +70,24 @@ public class RateLimitsEndpoint {
 	@ReadOperation
 	public @Nullable BucketView bucket(@Selector String name) {
 		return this.registry.find(name).map(BucketView::of).orElse(null);
+	}
+
+	/**
+	 * One key's bucket (contract revision 2): every field of a bucket's view, its figures the key's
+	 * (its granted and rejected are the bucket's, which counts every key's calls).
+	 *
+	 * @param name the bucket name
+	 * @param key the key, as a string
+	 * @return its view, or {@code null} (404) when the key has no bucket of its own now
+	 */
+	@ReadOperation
+	public @Nullable BucketView key(@Selector String name, @Selector String key) {
+		RegisteredBucket bucket = this.registry.find(name).orElse(null);
+		if (bucket == null || bucket.keys() == 0) {
+			return null;
+		}
+		RateLimiter limiter = bucket.keyed().find(key);
+		return (limiter != null) ? BucketView.of(bucket, limiter, 0) : null;
 	}
 
 	/**

@@ -46,7 +46,7 @@ final class AsyncInvocations {
 		CompletableFuture<Object> result = new CompletableFuture<>();
 		Reservation reservation;
 		try {
-			reservation = plan.limiter.reserve(plan.cost.evaluate(invocation), plan.maxWait);
+			reservation = plan.reserve(invocation);
 		}
 		catch (RuntimeException ex) {
 			result.completeExceptionally(ex);

@@ -6,8 +6,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 
 import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RegisteredBucket;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.convert.DurationStyle;
 import org.springframework.util.ClassUtils;
@@ -37,19 +43,72 @@ final class InvocationPlan {
 
 	final Kind kind;
 
-	private InvocationPlan(String bucket, RateLimiter limiter, CostExpression cost, Duration maxWait, Kind kind) {
+	/** The key of a per-key call, or {@code null} for the bucket itself. */
+	private final @Nullable KeyExpression key;
+
+	private final @Nullable KeyedBuckets keys;
+
+	private InvocationPlan(String bucket, RateLimiter limiter, CostExpression cost, Duration maxWait, Kind kind,
+			@Nullable KeyExpression key, @Nullable KeyedBuckets keys) {
 		this.bucket = bucket;
 		this.limiter = limiter;
 		this.cost = cost;
 		this.maxWait = maxWait;
 		this.kind = kind;
+		this.key = key;
+		this.keys = keys;
 	}
 
 	static InvocationPlan of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
 		String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
 		CostExpression cost = CostExpression.parse(annotation.cost(), where);
 		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
-		return new InvocationPlan(bucket.name(), bucket.limiter(), cost, maxWait, kindOf(method.getReturnType()));
+		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
+		KeyedBuckets keys = (key != null) ? bucket.keyed() : null;
+		return new InvocationPlan(bucket.name(), bucket.limiter(), cost, maxWait, kindOf(method.getReturnType()), key,
+				keys);
+	}
+
+	/**
+	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket.
+	 */
+	Permit acquire(MethodInvocation invocation) throws InterruptedException {
+		long tokens = this.cost.evaluate(invocation);
+		if (this.key == null) {
+			return this.limiter.acquire(tokens, this.maxWait);
+		}
+		Object k = this.key.evaluate(invocation, this.bucket);
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			return entry.limiter().acquire(tokens, this.maxWait);
+		}
+		catch (RateLimitExceededException ex) {
+			throw KeyedReservation.withKey(ex, k);
+		}
+		finally {
+			entry.unpin();
+		}
+	}
+
+	/**
+	 * Claims the call's tokens without waiting: from the bucket, or from its key's bucket.
+	 */
+	Reservation reserve(MethodInvocation invocation) {
+		long tokens = this.cost.evaluate(invocation);
+		if (this.key == null) {
+			return this.limiter.reserve(tokens, this.maxWait);
+		}
+		Object k = this.key.evaluate(invocation, this.bucket);
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			return new KeyedReservation(entry.limiter().reserve(tokens, this.maxWait), k);
+		}
+		catch (RateLimitExceededException ex) {
+			throw KeyedReservation.withKey(ex, k);
+		}
+		finally {
+			entry.unpin();
+		}
 	}
 
 	/**
@@ -58,6 +117,9 @@ final class InvocationPlan {
 	 */
 	static void checkAnnotation(RateLimited annotation, String where) {
 		CostExpression.parse(annotation.cost(), where);
+		if (!annotation.key().isBlank()) {
+			KeyExpression.check(annotation.key(), where);
+		}
 		if (!annotation.maxWait().isBlank()) {
 			parseMaxWait(annotation.maxWait(), where);
 		}

@@ -8,6 +8,7 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 
 import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.spring.BucketDefinitions;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 
 import org.aopalliance.aop.Advice;
@@ -35,12 +36,12 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 	/**
 	 * Creates the advisor.
 	 *
-	 * @param bucketNames the configured bucket names, asked for when a method is matched
+	 * @param definitions the configured buckets, asked for when a method is matched
 	 * @param interceptor the interceptor
 	 */
-	public RateLimitAdvisor(Supplier<Set<String>> bucketNames, RateLimitInterceptor interceptor) {
+	public RateLimitAdvisor(Supplier<BucketDefinitions> definitions, RateLimitInterceptor interceptor) {
 		this.interceptor = interceptor;
-		this.pointcut = new RateLimitedPointcut(bucketNames);
+		this.pointcut = new RateLimitedPointcut(definitions);
 	}
 
 	@Override
@@ -74,10 +75,10 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 
 	private static final class RateLimitedPointcut extends StaticMethodMatcherPointcut {
 
-		private final Supplier<Set<String>> bucketNames;
+		private final Supplier<BucketDefinitions> definitions;
 
-		RateLimitedPointcut(Supplier<Set<String>> bucketNames) {
-			this.bucketNames = bucketNames;
+		RateLimitedPointcut(Supplier<BucketDefinitions> definitions) {
+			this.definitions = definitions;
 		}
 
 		@Override
@@ -87,16 +88,20 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 				return false;
 			}
 			String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
-			Set<String> names = this.bucketNames.get();
+			BucketDefinitions definitions = this.definitions.get();
+			Set<String> names = definitions.names();
 			if (!names.contains(annotation.value())) {
 				throw RateLimitConfigurationException.unknownBucket(annotation.value(), where, names);
+			}
+			if (!annotation.key().isBlank()) {
+				BucketDefinitions.checkUsableWithKey(definitions.get(annotation.value()), where);
 			}
 			try {
 				InvocationPlan.checkAnnotation(annotation, where);
 			}
 			catch (IllegalArgumentException ex) {
 				throw new RateLimitConfigurationException(ex.getMessage() + ".",
-						"Fix the cost or maxWait attribute of the annotation.");
+						"Fix the cost, maxWait or key attribute of the annotation.");
 			}
 			return true;
 		}

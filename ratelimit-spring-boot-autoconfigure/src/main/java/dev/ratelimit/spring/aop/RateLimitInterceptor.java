@@ -56,8 +56,7 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 	}
 
 	private static Object invokeBlocking(InvocationPlan plan, MethodInvocation invocation) throws Throwable {
-		long cost = plan.cost.evaluate(invocation);
-		Permit permit = plan.limiter.acquire(cost, plan.maxWait);
+		Permit permit = plan.acquire(invocation);
 		try {
 			return invocation.proceed();
 		}

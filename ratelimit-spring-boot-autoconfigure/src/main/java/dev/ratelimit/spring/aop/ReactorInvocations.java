@@ -53,7 +53,7 @@ final class ReactorInvocations {
 		return Mono.create((sink) -> {
 			Reservation reservation;
 			try {
-				reservation = plan.limiter.reserve(plan.cost.evaluate(invocation), plan.maxWait);
+				reservation = plan.reserve(invocation);
 			}
 			catch (RuntimeException ex) {
 				sink.error(ex);

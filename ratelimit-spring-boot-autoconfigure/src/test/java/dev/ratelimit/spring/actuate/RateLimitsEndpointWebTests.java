@@ -141,6 +141,13 @@ class RateLimitsEndpointWebTests {
 		this.mvc.perform(get("/actuator/ratelimits/db-writes")).andExpect(jsonPath("$.rate").value(500));
 	}
 
+	@Test
+	void aKeyWithoutABucketOfItsOwnIs404() throws Exception {
+		this.mvc.perform(get("/actuator/ratelimits/db-writes/alice")).andExpect(status().isNotFound());
+		this.mvc.perform(get("/actuator/ratelimits/nope/alice")).andExpect(status().isNotFound());
+		this.mvc.perform(get("/actuator/ratelimits/db-writes")).andExpect(jsonPath("$.keys").value(0));
+	}
+
 	@SpringBootConfiguration
 	@EnableAutoConfiguration
 	static class TestApplication {

@@ -64,6 +64,30 @@ class RateLimitExceptionHandlerTests {
 	}
 
 	@Test
+	void theProblemDetailCarriesTheKeyOnlyWhenTheApplicationAsksForIt() {
+		WebApplicationContextRunner runner = new WebApplicationContextRunner()
+			.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(MvcConfiguration.class)
+			.withPropertyValues(BUCKET);
+		runner.run((context) -> {
+			MockMvc mvc = MockMvcBuilders.webAppContextSetup(context).build();
+			mvc.perform(get("/users/alice")).andExpect(status().isOk());
+			mvc.perform(get("/users/alice"))
+				.andExpect(status().isTooManyRequests())
+				.andExpect(jsonPath("$.bucket").value("api"))
+				.andExpect(jsonPath("$.key").doesNotExist());
+			mvc.perform(get("/users/bob")).andExpect(status().isOk()); // bob's own bucket
+		});
+		runner.withPropertyValues("ratelimit.web.expose-key=true").run((context) -> {
+			MockMvc mvc = MockMvcBuilders.webAppContextSetup(context).build();
+			mvc.perform(get("/users/alice")).andExpect(status().isOk());
+			mvc.perform(get("/users/alice"))
+				.andExpect(status().isTooManyRequests())
+				.andExpect(jsonPath("$.key").value("alice"));
+		});
+	}
+
+	@Test
 	void theApplicationsOwnHandlerWins() {
 		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
 			.withUserConfiguration(MvcConfiguration.class, OwnHandler.class)
@@ -116,6 +140,12 @@ class RateLimitExceptionHandlerTests {
 		@RateLimited("api")
 		public String hello() {
 			return "hello";
+		}
+
+		@GetMapping("/users/{id}")
+		@RateLimited(value = "api", key = "#id")
+		public String user(@org.springframework.web.bind.annotation.PathVariable String id) {
+			return id;
 		}
 	}
 

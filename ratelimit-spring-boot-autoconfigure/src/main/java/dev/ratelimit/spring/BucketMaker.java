@@ -1,0 +1,39 @@
+package dev.ratelimit.spring;
+
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.LongSupplier;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.StatsRecorder;
+
+import org.springframework.beans.factory.ListableBeanFactory;
+
+/**
+ * Makes the limiters of configured buckets: the bucket's own, and for a bucket used with a key, each
+ * key's and the overflow bucket, all counting their calls in the bucket's one statistics recorder (so
+ * the meters, tagged by bucket only, add every key up).
+ */
+final class BucketMaker {
+
+	static final String BEAN_NAME = "rateLimitBucketMaker";
+
+	private final ListableBeanFactory beanFactory;
+
+	private final Map<String, StatsRecorder> stats = new ConcurrentHashMap<>();
+
+	BucketMaker(ListableBeanFactory beanFactory) {
+		this.beanFactory = beanFactory;
+	}
+
+	RateLimiter create(BucketDefinition definition) {
+		StatsRecorder recorder = this.stats.computeIfAbsent(definition.name(),
+				(name) -> this.beanFactory.getBean(BucketStatsFactory.class).create(name));
+		RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)
+			.getIfAvailable(() -> System::nanoTime);
+		LongSupplier nanos = clock::nanoTime;
+		List<BucketBackend> backends = this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
+		return BucketFactory.create(definition, recorder, nanos, backends);
+	}
+}

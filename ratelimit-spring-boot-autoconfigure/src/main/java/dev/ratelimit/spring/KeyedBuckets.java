@@ -1,0 +1,293 @@
+package dev.ratelimit.spring;
+
+import java.util.Iterator;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+
+import dev.ratelimit.core.RateLimiter;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The buckets of one template's keys, for the starter's interceptor and endpoint (applications use
+ * {@code @RateLimited(key = ...)}).
+ *
+ * <p>The buckets of one template's keys (contract revision 2, "Per-key buckets"): each distinct key
+ * gets its own bucket, made full from the template on first use, in a map that never holds more
+ * than {@code keys.max} of them.
+ *
+ * <h2>Invariants</h2>
+ * <ol>
+ * <li>K1, dropping changes nothing: a key's bucket is dropped only when it is
+ * {@linkplain RateLimiter#isIdle() idle} (full, nothing in flight, nobody waiting), so the bucket
+ * made again for that key is identical to it. Checked by {@code KeyedBucketsTests}.</li>
+ * <li>K2, no call uses a dropped bucket: a call pins its key's entry for as long as it grabs; an
+ * entry is retired by one compare-and-set from "no pin, epoch e" to "retired", after the idle check,
+ * so a pin (which moves the epoch) between the check and the retirement makes it fail. A call that
+ * finds its entry retired looks again and gets a new one. Tokens in flight and waiters outlive the
+ * pin, but they make the bucket not idle (K1).</li>
+ * <li>K3, bounded: {@code size} is reserved before a bucket is made and given back when one is
+ * dropped, so at most {@code max} keys have a bucket at once. A new key that finds no room drops
+ * an idle bucket if the sweep finds one among the next few, and otherwise shares the overflow
+ * bucket (counted).</li>
+ * <li>K4, retunes reach every key: the template's generation moves with each retune; a key's bucket
+ * made at an older generation takes the template's settings on its next use, and the retune itself
+ * applies them to every live key at once.</li>
+ * </ol>
+ * No background thread: the sweep runs on the way, when a new key needs room and once every
+ * {@value #SWEEP_EVERY} new keys otherwise, looking at {@value #SWEEP_STEP} entries at a time from
+ * where it stopped.
+ */
+public final class KeyedBuckets {
+
+	/** Entries the sweep looks at per step. */
+	static final int SWEEP_STEP = 16;
+
+	/** New keys between sweeps when there is room. */
+	static final int SWEEP_EVERY = 64;
+
+	private static final long USERS = (1L << 20) - 1;
+
+	private static final long EPOCH = 1L << 20;
+
+	private static final long RETIRED = -1;
+
+	private final int max;
+
+	private final Supplier<RateLimiter> factory;
+
+	private final Consumer<RateLimiter> retune;
+
+	private final ConcurrentHashMap<Object, Entry> entries = new ConcurrentHashMap<>();
+
+	private final AtomicInteger size = new AtomicInteger();
+
+	private final Entry overflow;
+
+	private final LongAdder overflowCalls = new LongAdder();
+
+	private final AtomicInteger newKeys = new AtomicInteger();
+
+	private final ReentrantLock sweeping = new ReentrantLock();
+
+	private @Nullable Iterator<Entry> cursor;
+
+	private volatile int generation;
+
+	/**
+	 * @param max the most keys with a bucket of their own, {@code >= 1}
+	 * @param factory makes a key's bucket (and the overflow bucket) from the template as it is now
+	 * @param retune brings a bucket made at an older generation to the template's settings
+	 */
+	KeyedBuckets(int max, Supplier<RateLimiter> factory, Consumer<RateLimiter> retune) {
+		this.max = max;
+		this.factory = factory;
+		this.retune = retune;
+		this.overflow = new Entry(null, factory.get(), 0);
+	}
+
+	/**
+	 * Pins the bucket of {@code key} for a grab: made on first use, or the overflow bucket when there
+	 * is no room. {@link Entry#unpin()} when the grab is done.
+	 *
+	 * @param key the key's value, not {@code null}
+	 * @return the pinned entry
+	 */
+	public Entry pin(Object key) {
+		for (;;) {
+			Entry entry = this.entries.get(key);
+			if (entry == null) {
+				entry = create(key);
+				if (entry == null) {
+					this.overflowCalls.increment();
+					this.overflow.pinAlways();
+					return this.overflow;
+				}
+			}
+			if (entry.pin()) {
+				if (entry.generation != this.generation) {
+					entry.catchUp();
+				}
+				return entry;
+			}
+			// retired between the lookup and the pin (K2): the sweep removes it; look again
+			this.entries.remove(key, entry);
+		}
+	}
+
+	private @Nullable Entry create(Object key) {
+		if (!reserve()) {
+			if (!sweep(true) || !reserve()) {
+				return null;
+			}
+		}
+		else if (this.newKeys.incrementAndGet() % SWEEP_EVERY == 0) {
+			sweep(false);
+		}
+		Entry fresh = new Entry(key, this.factory.get(), this.generation);
+		Entry existing = this.entries.putIfAbsent(key, fresh);
+		if (existing != null) {
+			this.size.decrementAndGet();
+			return existing;
+		}
+		return fresh;
+	}
+
+	private boolean reserve() {
+		for (;;) {
+			int n = this.size.get();
+			if (n >= this.max) {
+				return false;
+			}
+			if (this.size.compareAndSet(n, n + 1)) {
+				return true;
+			}
+		}
+	}
+
+	/**
+	 * Looks at the next few entries and drops the idle ones (K1, K2).
+	 *
+	 * @param untilOne stop at the first one dropped (a new key waits for room)
+	 * @return whether one was dropped
+	 */
+	private boolean sweep(boolean untilOne) {
+		if (!(untilOne ? lock() : this.sweeping.tryLock())) {
+			return false;
+		}
+		try {
+			boolean dropped = false;
+			for (int i = 0; i < SWEEP_STEP; i++) {
+				if (this.cursor == null || !this.cursor.hasNext()) {
+					this.cursor = this.entries.values().iterator();
+					if (!this.cursor.hasNext()) {
+						return dropped;
+					}
+				}
+				Entry entry = this.cursor.next();
+				if (entry.retireIfIdle() && this.entries.remove(entry.key, entry)) {
+					this.size.decrementAndGet();
+					dropped = true;
+					if (untilOne) {
+						return true;
+					}
+				}
+			}
+			return dropped;
+		}
+		finally {
+			this.sweeping.unlock();
+		}
+	}
+
+	private boolean lock() {
+		this.sweeping.lock();
+		return true;
+	}
+
+	/**
+	 * Applies the template's new settings to every key's bucket and the overflow bucket (K4).
+	 */
+	void retuned() {
+		this.generation++;
+		this.overflow.catchUp();
+		for (Entry entry : this.entries.values()) {
+			entry.catchUp();
+		}
+	}
+
+	/** @return keys with a bucket of their own now */
+	public int size() {
+		return this.entries.size();
+	}
+
+	/** @return calls that went to the overflow bucket */
+	public long overflowCalls() {
+		return this.overflowCalls.sum();
+	}
+
+	/**
+	 * The bucket of one key, if it has one now.
+	 *
+	 * @param key the key's value as a string
+	 * @return its bucket, or {@code null}
+	 */
+	public @Nullable RateLimiter find(String key) {
+		for (Entry entry : this.entries.values()) {
+			if (String.valueOf(entry.key).equals(key) && entry.state.get() != RETIRED) {
+				return entry.limiter;
+			}
+		}
+		return null;
+	}
+
+	/** A key's bucket and its pin state: users in the low 20 bits, an epoch above them. */
+	public final class Entry {
+
+		final @Nullable Object key;
+
+		final RateLimiter limiter;
+
+		final AtomicLong state = new AtomicLong();
+
+		volatile int generation;
+
+		Entry(@Nullable Object key, RateLimiter limiter, int generation) {
+			this.key = key;
+			this.limiter = limiter;
+			this.generation = generation;
+		}
+
+		/** The bucket this key's calls use: theirs, or the overflow bucket shared by keys without room. */
+		public RateLimiter limiter() {
+			return this.limiter;
+		}
+
+		/** Whether this is the overflow bucket. */
+		public boolean isOverflow() {
+			return this == KeyedBuckets.this.overflow;
+		}
+
+		boolean pin() {
+			for (;;) {
+				long s = this.state.get();
+				if (s == RETIRED) {
+					return false;
+				}
+				long next = ((s + EPOCH) & ~USERS & Long.MAX_VALUE) | ((s & USERS) + 1);
+				if (this.state.compareAndSet(s, next)) {
+					return true;
+				}
+			}
+		}
+
+		void pinAlways() {
+			pin();
+		}
+
+		/** Ends the pin taken by {@link KeyedBuckets#pin}: the grab is done. */
+		public void unpin() {
+			this.state.decrementAndGet();
+		}
+
+		boolean retireIfIdle() {
+			long s = this.state.get();
+			if (s == RETIRED || (s & USERS) != 0 || !this.limiter.isIdle()) {
+				return false;
+			}
+			return this.state.compareAndSet(s, RETIRED);
+		}
+
+		synchronized void catchUp() {
+			int current = KeyedBuckets.this.generation;
+			if (this.generation != current) {
+				KeyedBuckets.this.retune.accept(this.limiter);
+				this.generation = current;
+			}
+		}
+	}
+}
