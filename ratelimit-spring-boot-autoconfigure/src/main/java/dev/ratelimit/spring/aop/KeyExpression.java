@@ -19,19 +19,26 @@ import org.springframework.expression.spel.standard.SpelExpressionParser;
  * no evaluation context and no allocation per call; the value itself is the key (not its string, so
  * a {@code long} id costs no string either).
  */
-abstract class KeyExpression {
+final class KeyExpression {
 
 	private static final ExpressionParser PARSER = new SpelExpressionParser();
 
 	private static final ParameterNameDiscoverer NAMES = new DefaultParameterNameDiscoverer();
 
-	final String source;
+	private final String source;
 
-	final String where;
+	private final String where;
 
-	KeyExpression(String source, String where) {
+	/** The parameter read for a bare {@code #name}, or -1 for an expression. */
+	private final int index;
+
+	private final @Nullable Expression expression;
+
+	private KeyExpression(String source, String where, int index, @Nullable Expression expression) {
 		this.source = source;
 		this.where = where;
+		this.index = index;
+		this.expression = expression;
 	}
 
 	/**
@@ -42,7 +49,7 @@ abstract class KeyExpression {
 	 * @return the key, never {@code null}
 	 * @throws IllegalArgumentException when the key is {@code null}
 	 */
-	final Object evaluate(MethodInvocation invocation, String bucket) {
+	Object evaluate(MethodInvocation invocation, String bucket) {
 		Object key = value(invocation);
 		if (key == null) {
 			throw new IllegalArgumentException("The key '" + this.source + "' of bucket '" + bucket + "' is null for this"
@@ -51,7 +58,13 @@ abstract class KeyExpression {
 		return key;
 	}
 
-	abstract @Nullable Object value(MethodInvocation invocation);
+	private @Nullable Object value(MethodInvocation invocation) {
+		if (this.expression == null) {
+			return invocation.getArguments()[this.index];
+		}
+		return this.expression.getValue(new MethodBasedEvaluationContext(TypedValue.NULL, invocation.getMethod(),
+				invocation.getArguments(), NAMES));
+	}
 
 	/**
 	 * Parses a key.
@@ -67,11 +80,11 @@ abstract class KeyExpression {
 		if (trimmed.matches("#[A-Za-z_$][A-Za-z0-9_$]*")) {
 			int index = parameterIndex(trimmed.substring(1), method);
 			if (index >= 0) {
-				return new Argument(index, key, where);
+				return new KeyExpression(key, where, index, null);
 			}
 		}
 		try {
-			return new Spel(PARSER.parseExpression(trimmed), key, where);
+			return new KeyExpression(key, where, -1, PARSER.parseExpression(trimmed));
 		}
 		catch (RuntimeException ex) {
 			throw new IllegalArgumentException("key '" + key + "' of " + where + " is not a valid SpEL expression: "
@@ -108,35 +121,4 @@ abstract class KeyExpression {
 		return -1;
 	}
 
-	private static final class Argument extends KeyExpression {
-
-		private final int index;
-
-		Argument(int index, String source, String where) {
-			super(source, where);
-			this.index = index;
-		}
-
-		@Override
-		@Nullable Object value(MethodInvocation invocation) {
-			return invocation.getArguments()[this.index];
-		}
-	}
-
-	private static final class Spel extends KeyExpression {
-
-		private final Expression expression;
-
-		Spel(Expression expression, String source, String where) {
-			super(source, where);
-			this.expression = expression;
-		}
-
-		@Override
-		@Nullable Object value(MethodInvocation invocation) {
-			MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(TypedValue.NULL,
-					invocation.getMethod(), invocation.getArguments(), NAMES);
-			return this.expression.getValue(context);
-		}
-	}
 }
