@@ -36,7 +36,16 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 	}
 
 	@Override
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
+		return builder(bucket, stats).perKey((key != null) ? key : "").build();
+	}
+
+	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
+		return builder(bucket, stats).build();
+	}
+
+	private RedisTokenBucket.Builder builder(BucketDefinition bucket, StatsRecorder stats) {
 		// hybrid buckets are local only (the configuration says so): a Redis bucket is a shared one
 		BucketDefinition.Shared definition = (BucketDefinition.Shared) bucket;
 		return RedisTokenBucket.builder()
@@ -49,8 +58,7 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 			.timeout(definition.redis().getTimeout())
 			.lease(definition.redis().getLease())
 			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
-			.stats(stats)
-			.build();
+			.stats(stats);
 	}
 
 	/** One connection for every bucket of this backend, opened (and the script loaded) with the first. */

@@ -131,6 +131,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** The settings in effect: the configuration, or a retune made through any instance. */
 	private volatile Settings settings;
 
+	/** Capped leases taken here and not released yet: with callers waiting, what keeps this bucket busy. */
+	private final AtomicInteger held = new AtomicInteger();
+
 	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
 			throw new IllegalArgumentException("timeout of Redis bucket '" + name
@@ -149,7 +152,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			.clock(builder.fallbackClock())
 			.build();
 		this.name = name;
-		this.key = builder.keyPrefix + "{" + name + "}";
+		this.key = builder.keyPrefix + ((builder.perKey == null) ? "{" + name + "}"
+				: builder.perKey.isEmpty() ? "{" + name + "}:overflow" : "{" + name + ":" + builder.perKey + "}");
 		this.keys = BucketScript.keys(this.key);
 		this.connection = connection;
 		this.onFailure = builder.onFailure;
@@ -230,6 +234,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
 		if (granted && s.capped()) {
+			this.held.incrementAndGet();
 			this.tryLeases.add(id);
 		}
 		record(granted);
@@ -302,8 +307,19 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	private void releaseLease(String id) {
+		this.held.decrementAndGet();
 		sendUnconditionally(Mode.RELEASE, 0, id);
 		releasedSomewhere();
+	}
+
+	/**
+	 * Whether this instance has nothing going on with the bucket: nobody waiting here and no capped
+	 * tokens taken here in flight. The state itself lives in Redis (and expires there when full), so
+	 * such a bucket object can be dropped and made again without any caller seeing the difference.
+	 */
+	@Override
+	public boolean isIdle() {
+		return this.waiting.get() == 0 && this.held.get() == 0;
 	}
 
 	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */
@@ -561,6 +577,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					throw new IllegalStateException("Grant of '" + RedisTokenBucket.this.name + "' taken twice");
 				}
 				this.claimed = true;
+				if (RedisTokenBucket.this.configured.capped()) {
+					RedisTokenBucket.this.held.incrementAndGet();
+				}
 				long wait = TimeUnit.MICROSECONDS.toNanos(reply.waitMicros());
 				// counted from the answer (never early), but never past the caller's deadline
 				this.due = Math.min(now + wait, this.startNanos + this.budgetNanos);
@@ -628,6 +647,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						this.claimed = false;
 						sendUnconditionally(Mode.REFUND, tokens(), this.id);
 						if (RedisTokenBucket.this.configured.capped()) {
+							RedisTokenBucket.this.held.decrementAndGet();
 							releasedSomewhere();
 						}
 					}
@@ -668,6 +688,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private Duration lease = Duration.ofMinutes(1);
 
+		private @Nullable String perKey;
+
 		private Builder() {
 		}
 
@@ -692,6 +714,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		 */
 		public Builder connectionFactory(RedisConnectionFactory connectionFactory) {
 			this.connectionFactory = connectionFactory;
+			return this;
+		}
+
+		/**
+		 * Makes the bucket of one key of the named bucket (contract revision 2): its hash is
+		 * {@code <key-prefix>{<bucket>:<key>}}; an empty key makes the overflow bucket shared by keys
+		 * without room, {@code <key-prefix>{<bucket>}:overflow}.
+		 */
+		Builder perKey(String key) {
+			this.perKey = key;
 			return this;
 		}
 

@@ -7,6 +7,8 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
@@ -21,6 +23,7 @@ import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Configuration;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -158,6 +161,63 @@ class RedisApplicationsTests {
 				assertThat(wentDown).isFalse();
 				assertThat(output.getOut() + output.getErr()).doesNotContain("runs on its on-failure policy");
 			});
+	}
+
+	@Test
+	void twoInstancesShareEachKeysBudgetAndAKeysHashExpiresWhenFull() throws InterruptedException {
+		List<ApplicationContextRunner> runners = new ArrayList<>();
+		for (int i = 0; i < 2; i++) {
+			runners.add(instance("per-user", "ratelimit.buckets.per-user.rate=10", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0", "ratelimit.buckets.per-user.redis.key-prefix=keyed:")
+				.withUserConfiguration(KeyedService.class));
+		}
+		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
+		together(runners, contexts, () -> {
+			KeyedService first = contexts.get(0).getBean(KeyedService.class);
+			KeyedService second = contexts.get(1).getBean(KeyedService.class);
+			int alice = 0;
+			for (int i = 0; i < 4; i++) {
+				for (KeyedService service : List.of(first, second)) {
+					try {
+						service.quote("alice");
+						alice++;
+					}
+					catch (RateLimitExceededException ex) {
+						assertThat(ex.getKey()).isEqualTo("alice");
+					}
+				}
+			}
+			// one budget for alice across both instances: 3 at once, and 10 per second after
+			assertThat(alice).isBetween(3, 4);
+			assertThat(redis.admin().exists("keyed:{per-user:alice}")).isEqualTo(1);
+			second.quote("bob"); // bob's own hash
+			assertThat(redis.admin().exists("keyed:{per-user:bob}")).isEqualTo(1);
+			// full again within 300 ms: the hash expires a second after that, and idle keys cost Redis nothing
+			long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+			while (redis.admin().exists("keyed:{per-user:alice}") == 1 && System.nanoTime() < deadline) {
+				sleep(50);
+			}
+			assertThat(redis.admin().exists("keyed:{per-user:alice}")).isZero();
+		});
+	}
+
+	private static void sleep(long millis) {
+		try {
+			Thread.sleep(millis);
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			throw new IllegalStateException(ex);
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class KeyedService {
+
+		@RateLimited(value = "per-user", key = "#user")
+		String quote(String user) {
+			return user;
+		}
 	}
 
 	/** The endpoint's operations, as {@code /actuator/ratelimits} runs them on that instance. */

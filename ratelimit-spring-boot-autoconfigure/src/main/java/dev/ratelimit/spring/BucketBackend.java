@@ -2,6 +2,7 @@ package dev.ratelimit.spring;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Makes the limiters of buckets whose state does not live in this JVM: a bean of this type serves
@@ -25,4 +26,19 @@ public interface BucketBackend {
 	 * @return the limiter
 	 */
 	RateLimiter create(BucketDefinition definition, StatsRecorder stats);
+
+	/**
+	 * Creates the limiter of one key of a bucket used with a key (contract revision 2, "Per-key
+	 * buckets"): the bucket's settings, its own state.
+	 *
+	 * @param definition the checked bucket definition (the template)
+	 * @param stats where the limiter counts its calls (the template's)
+	 * @param key the key's value as a string, or {@code null} for the overflow bucket shared by keys
+	 *        without room
+	 * @return the limiter
+	 * @throws UnsupportedOperationException when the backend has no per-key buckets
+	 */
+	default RateLimiter create(BucketDefinition definition, StatsRecorder stats, @Nullable String key) {
+		throw new UnsupportedOperationException("The " + backend().value() + " backend has no per-key buckets");
+	}
 }

@@ -59,7 +59,7 @@ public final class BucketDefinitions {
 
 	/**
 	 * Checks that a bucket can be the template of per-key buckets: a key's bucket starts full, so the
-	 * template may not set {@code initial}; and per-key buckets are local in this version.
+	 * template may not set {@code initial}.
 	 *
 	 * @param definition the bucket
 	 * @param user what uses it with a key, for the message
@@ -67,12 +67,6 @@ public final class BucketDefinitions {
 	 */
 	public static void checkUsableWithKey(BucketDefinition definition, String user) {
 		String name = definition.name();
-		if (definition.backend() != Backend.LOCAL) {
-			throw new RateLimitConfigurationException("Bucket '" + name + "' has backend " + definition.backend().value()
-					+ " and is used with a key by " + user + ": per-key buckets are local only in this version.",
-					"Use a local bucket for keyed calls (each instance then limits each key on its own), or remove the"
-							+ " key.");
-		}
 		if (definition instanceof BucketDefinition.Shared shared && shared.initial() < shared.limit()) {
 			throw new RateLimitConfigurationException("Bucket '" + name + "' sets ratelimit.buckets." + name
 					+ ".initial and is used with a key by " + user + ": a key's bucket starts full.",

@@ -7,6 +7,7 @@ import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Makes the limiter of a bucket definition: a {@link SharedTokenBucket} or a
@@ -23,7 +24,24 @@ final class BucketFactory {
 	 */
 	static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
 			List<BucketBackend> backends) {
+		return create(definition, stats, clock, backends, false, null);
+	}
+
+	/**
+	 * Builds the limiter of one key of a bucket used with a key (or of its overflow bucket, for a
+	 * {@code null} key): a local bucket like the template, or the backend's per-key bucket.
+	 */
+	static RateLimiter createForKey(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
+			List<BucketBackend> backends, @Nullable String key) {
+		return create(definition, stats, clock, backends, true, key);
+	}
+
+	private static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
+			List<BucketBackend> backends, boolean keyed, @Nullable String key) {
 		try {
+			if (keyed && definition.backend() != Backend.LOCAL) {
+				return backendFor(definition, backends).create(definition, stats, key);
+			}
 			return build(definition, stats, clock, backends);
 		}
 		catch (IllegalArgumentException ex) {
@@ -34,11 +52,7 @@ final class BucketFactory {
 	private static RateLimiter build(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
 			List<BucketBackend> backends) {
 		if (definition.backend() != Backend.LOCAL) {
-			BucketBackend backend = backends.stream()
-				.filter((candidate) -> candidate.backend() == definition.backend())
-				.findFirst()
-				.orElseThrow(() -> missingBackend(definition));
-			return backend.create(definition, stats);
+			return backendFor(definition, backends).create(definition, stats);
 		}
 		if (definition instanceof BucketDefinition.Hybrid hybrid) {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
@@ -65,6 +79,13 @@ final class BucketFactory {
 			.clock(clock)
 			.stats(stats)
 			.build();
+	}
+
+	private static BucketBackend backendFor(BucketDefinition definition, List<BucketBackend> backends) {
+		return backends.stream()
+			.filter((candidate) -> candidate.backend() == definition.backend())
+			.findFirst()
+			.orElseThrow(() -> missingBackend(definition));
 	}
 
 	/**

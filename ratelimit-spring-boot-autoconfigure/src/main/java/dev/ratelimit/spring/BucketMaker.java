@@ -7,6 +7,7 @@ import java.util.function.LongSupplier;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.beans.factory.ListableBeanFactory;
 
@@ -28,12 +29,30 @@ final class BucketMaker {
 	}
 
 	RateLimiter create(BucketDefinition definition) {
-		StatsRecorder recorder = this.stats.computeIfAbsent(definition.name(),
+		return BucketFactory.create(definition, stats(definition), clock(), backends());
+	}
+
+	/**
+	 * One key's bucket (or the overflow bucket, for a {@code null} key), counting in the template's
+	 * statistics.
+	 */
+	RateLimiter createForKey(BucketDefinition definition, @Nullable Object key) {
+		return BucketFactory.createForKey(definition, stats(definition), clock(), backends(),
+				(key != null) ? String.valueOf(key) : null);
+	}
+
+	private StatsRecorder stats(BucketDefinition definition) {
+		return this.stats.computeIfAbsent(definition.name(),
 				(name) -> this.beanFactory.getBean(BucketStatsFactory.class).create(name));
+	}
+
+	private LongSupplier clock() {
 		RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)
 			.getIfAvailable(() -> System::nanoTime);
-		LongSupplier nanos = clock::nanoTime;
-		List<BucketBackend> backends = this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
-		return BucketFactory.create(definition, recorder, nanos, backends);
+		return clock::nanoTime;
+	}
+
+	private List<BucketBackend> backends() {
+		return this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
 	}
 }

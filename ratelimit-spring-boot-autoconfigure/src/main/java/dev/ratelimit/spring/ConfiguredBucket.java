@@ -56,7 +56,8 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
-		return new KeyedBuckets(template.keysMax(), () -> make.create(this.definition), this::bringUpToDate);
+		return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
+				this::bringUpToDate);
 	}
 
 	/** Brings a key's bucket made from an older definition to the template's settings (K4). */

@@ -7,7 +7,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
-import java.util.function.Supplier;
+import java.util.function.Function;
 
 import dev.ratelimit.core.RateLimiter;
 import org.jspecify.annotations.Nullable;
@@ -58,7 +58,7 @@ public final class KeyedBuckets {
 
 	private final int max;
 
-	private final Supplier<RateLimiter> factory;
+	private final Function<@Nullable Object, RateLimiter> factory;
 
 	private final Consumer<RateLimiter> retune;
 
@@ -80,14 +80,15 @@ public final class KeyedBuckets {
 
 	/**
 	 * @param max the most keys with a bucket of their own, {@code >= 1}
-	 * @param factory makes a key's bucket (and the overflow bucket) from the template as it is now
+	 * @param factory makes a key's bucket (and, for a {@code null} key, the overflow bucket) from the
+	 *        template as it is now
 	 * @param retune brings a bucket made at an older generation to the template's settings
 	 */
-	KeyedBuckets(int max, Supplier<RateLimiter> factory, Consumer<RateLimiter> retune) {
+	KeyedBuckets(int max, Function<@Nullable Object, RateLimiter> factory, Consumer<RateLimiter> retune) {
 		this.max = max;
 		this.factory = factory;
 		this.retune = retune;
-		this.overflow = new Entry(null, factory.get(), 0);
+		this.overflow = new Entry(null, factory.apply(null), 0);
 	}
 
 	/**
@@ -128,7 +129,7 @@ public final class KeyedBuckets {
 		else if (this.newKeys.incrementAndGet() % SWEEP_EVERY == 0) {
 			sweep(false);
 		}
-		Entry fresh = new Entry(key, this.factory.get(), this.generation);
+		Entry fresh = new Entry(key, this.factory.apply(key), this.generation);
 		Entry existing = this.entries.putIfAbsent(key, fresh);
 		if (existing != null) {
 			this.size.decrementAndGet();

@@ -28,7 +28,7 @@ class KeyedBucketsTests {
 	private boolean capped;
 
 	private KeyedBuckets keys(int max) {
-		return new KeyedBuckets(max, () -> SharedTokenBucket.builder()
+		return new KeyedBuckets(max, (key) -> SharedTokenBucket.builder()
 			.name("api")
 			.rate(this.rate, Duration.ofSeconds(1))
 			.limit(this.limit)
@@ -123,9 +123,18 @@ class KeyedBucketsTests {
 		assertThat(keys.size()).isEqualTo(3);
 	}
 
+	private static long usedHeapAfterGc() {
+		Runtime runtime = Runtime.getRuntime();
+		for (int i = 0; i < 3; i++) {
+			System.gc();
+		}
+		return runtime.totalMemory() - runtime.freeMemory();
+	}
+
 	@Test
-	void aMillionDistinctKeysNeverMakeMoreThanMaxBuckets() {
+	void aMillionDistinctKeysNeverMakeMoreThanMaxBucketsAndTheHeapStaysFlat() {
 		KeyedBuckets keys = keys(100);
+		long heapBefore = usedHeapAfterGc();
 		long overflowBefore = keys.overflowCalls();
 		int most = 0;
 		for (int i = 0; i < 1_000_000; i++) {
@@ -137,6 +146,8 @@ class KeyedBucketsTests {
 		}
 		assertThat(most).isLessThanOrEqualTo(100);
 		assertThat(keys.size()).isLessThanOrEqualTo(100);
+		// a bucket per key would hold some 200 MB here; a hundred of them hold next to nothing
+		assertThat(usedHeapAfterGc() - heapBefore).isLessThan(32L << 20);
 		// while a hundred keys are busy, the others share the overflow bucket: counted
 		assertThat(keys.overflowCalls()).isGreaterThan(overflowBefore);
 	}
