@@ -115,8 +115,10 @@ public final class KeyedBuckets {
 				}
 				return entry;
 			}
-			// retired between the lookup and the pin (K2): the sweep removes it; look again
-			this.entries.remove(key, entry);
+			// retired between the lookup and the pin (K2): whoever removes it gives its room back; look again
+			if (this.entries.remove(key, entry)) {
+				this.size.decrementAndGet();
+			}
 		}
 	}
 
@@ -129,7 +131,9 @@ public final class KeyedBuckets {
 		else if (this.newKeys.incrementAndGet() % SWEEP_EVERY == 0) {
 			sweep(false);
 		}
-		Entry fresh = new Entry(key, this.factory.apply(key), this.generation);
+		// the generation is read before the template (K4): a retune in between is caught up on first use
+		int generation = this.generation;
+		Entry fresh = new Entry(key, this.factory.apply(key), generation);
 		Entry existing = this.entries.putIfAbsent(key, fresh);
 		if (existing != null) {
 			this.size.decrementAndGet();
