@@ -65,4 +65,16 @@ public @interface RateLimited {
 	 * @return the key expression, or empty for none
 	 */
 	String key() default "";
+
+	/**
+	 * The method called instead when, and only when, the call is refused (contract revision 2): the
+	 * name of a method of the same bean with the same parameters, optionally followed by one
+	 * {@code RateLimitExceededException}, returning what the method returns (for
+	 * {@code CompletionStage}, {@code Mono} and {@code Flux}, the same kind, whose value replaces the
+	 * refusal). Resolved at start-up: one that does not exist or does not fit fails start-up. Never
+	 * called for the method's own exceptions. Empty (the default): a refusal is thrown.
+	 *
+	 * @return the fallback method's name, or empty for none
+	 */
+	String fallback() default "";
 }

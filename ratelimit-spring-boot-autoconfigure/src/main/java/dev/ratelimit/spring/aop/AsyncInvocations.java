@@ -11,6 +11,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 
 import org.aopalliance.intercept.MethodInvocation;
@@ -49,7 +50,7 @@ final class AsyncInvocations {
 			reservation = plan.reserve(invocation);
 		}
 		catch (RuntimeException ex) {
-			result.completeExceptionally(ex);
+			refused(plan, invocation, result, ex);
 			return result;
 		}
 		result.whenComplete((value, failure) -> {
@@ -62,14 +63,48 @@ final class AsyncInvocations {
 		AtomicLong round = new AtomicLong();
 		reservation.onWake(() -> {
 			long next = round.incrementAndGet();
-			TIMER.execute(() -> poll(reservation, invocation, result, false, round, next));
+			TIMER.execute(() -> poll(plan, reservation, invocation, result, false, round, next));
 		});
-		poll(reservation, invocation, result, true, round, 0);
+		poll(plan, reservation, invocation, result, true, round, 0);
 		return result;
 	}
 
-	private static void poll(Reservation reservation, MethodInvocation invocation, CompletableFuture<Object> result,
-			boolean callerThread, AtomicLong round, long mine) {
+	/**
+	 * A refusal (or a bad key): the fallback's stage replaces it when there is one, else it fails the
+	 * call's future.
+	 */
+	private static void refused(InvocationPlan plan, MethodInvocation invocation, CompletableFuture<Object> result,
+			RuntimeException ex) {
+		if (plan.fallback == null || !(ex instanceof RateLimitExceededException refusal)) {
+			result.completeExceptionally(ex);
+			return;
+		}
+		Object stage;
+		try {
+			stage = plan.fallback.invoke(invocation, refusal);
+		}
+		catch (Throwable failure) {
+			result.completeExceptionally(failure);
+			return;
+		}
+		if (stage == null) {
+			result.complete(null);
+			return;
+		}
+		((CompletionStage<?>) stage).whenComplete((value, failure) -> {
+			if (failure != null) {
+				result.completeExceptionally(
+						(failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
+								: failure);
+			}
+			else {
+				result.complete(value);
+			}
+		});
+	}
+
+	private static void poll(InvocationPlan plan, Reservation reservation, MethodInvocation invocation,
+			CompletableFuture<Object> result, boolean callerThread, AtomicLong round, long mine) {
 		if (round.get() != mine) {
 			return; // a wake-up started a newer round of polls
 		}
@@ -85,11 +120,12 @@ final class AsyncInvocations {
 			return; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
 		}
 		catch (RuntimeException ex) {
-			result.completeExceptionally(ex);
+			refused(plan, invocation, result, ex);
 			return;
 		}
 		if (delay > 0) {
-			TIMER.schedule(() -> poll(reservation, invocation, result, false, round, mine), delay, TimeUnit.NANOSECONDS);
+			TIMER.schedule(() -> poll(plan, reservation, invocation, result, false, round, mine), delay,
+					TimeUnit.NANOSECONDS);
 			return;
 		}
 		Permit permit;

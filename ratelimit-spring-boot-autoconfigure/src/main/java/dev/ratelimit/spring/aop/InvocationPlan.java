@@ -48,8 +48,11 @@ final class InvocationPlan {
 
 	private final @Nullable KeyedBuckets keys;
 
+	/** What runs instead of a refused call, or {@code null} to let the refusal through. */
+	final @Nullable FallbackMethod fallback;
+
 	private InvocationPlan(String bucket, RateLimiter limiter, CostExpression cost, Duration maxWait, Kind kind,
-			@Nullable KeyExpression key, @Nullable KeyedBuckets keys) {
+			@Nullable KeyExpression key, @Nullable KeyedBuckets keys, @Nullable FallbackMethod fallback) {
 		this.bucket = bucket;
 		this.limiter = limiter;
 		this.cost = cost;
@@ -57,6 +60,7 @@ final class InvocationPlan {
 		this.kind = kind;
 		this.key = key;
 		this.keys = keys;
+		this.fallback = fallback;
 	}
 
 	static InvocationPlan of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
@@ -65,8 +69,10 @@ final class InvocationPlan {
 		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
 		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
 		KeyedBuckets keys = (key != null) ? bucket.keyed() : null;
+		FallbackMethod fallback = annotation.fallback().isBlank() ? null
+				: FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
 		return new InvocationPlan(bucket.name(), bucket.limiter(), cost, maxWait, kindOf(method.getReturnType()), key,
-				keys);
+				keys, fallback);
 	}
 
 	/**
@@ -115,6 +121,13 @@ final class InvocationPlan {
 	 * Checks what can be checked of an annotation without its bucket: the cost parses, the max-wait is a
 	 * non-negative duration.
 	 */
+	static void checkAnnotation(RateLimited annotation, Method method, Class<?> targetClass, String where) {
+		if (!annotation.fallback().isBlank()) {
+			FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
+		}
+		checkAnnotation(annotation, where);
+	}
+
 	static void checkAnnotation(RateLimited annotation, String where) {
 		CostExpression.parse(annotation.cost(), where);
 		if (!annotation.key().isBlank()) {

@@ -97,7 +97,7 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 				BucketDefinitions.checkUsableWithKey(definitions.get(annotation.value()), where);
 			}
 			try {
-				InvocationPlan.checkAnnotation(annotation, where);
+				InvocationPlan.checkAnnotation(annotation, method, targetClass, where);
 			}
 			catch (IllegalArgumentException ex) {
 				throw new RateLimitConfigurationException(ex.getMessage() + ".",

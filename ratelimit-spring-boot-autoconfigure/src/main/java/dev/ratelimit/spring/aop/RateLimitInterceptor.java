@@ -7,6 +7,7 @@ import java.util.function.Supplier;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimiterRegistry;
 
 import org.aopalliance.intercept.MethodInterceptor;
@@ -56,7 +57,16 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 	}
 
 	private static Object invokeBlocking(InvocationPlan plan, MethodInvocation invocation) throws Throwable {
-		Permit permit = plan.acquire(invocation);
+		Permit permit;
+		try {
+			permit = plan.acquire(invocation);
+		}
+		catch (RateLimitExceededException ex) {
+			if (plan.fallback == null) {
+				throw ex;
+			}
+			return plan.fallback.invoke(invocation, ex);
+		}
 		try {
 			return invocation.proceed();
 		}

@@ -4,6 +4,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 
 import org.aopalliance.intercept.MethodInvocation;
@@ -25,13 +26,48 @@ final class ReactorInvocations {
 	}
 
 	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation) {
-		return Mono.usingWhen(permit(plan, invocation), (permit) -> Mono.from(proceed(invocation)), ReactorInvocations::release,
-				(permit, failure) -> release(permit), ReactorInvocations::release);
+		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation), (permit) -> Mono.from(proceed(invocation)),
+				ReactorInvocations::release, (permit, failure) -> release(permit), ReactorInvocations::release);
+		return (plan.fallback == null) ? limited
+				: limited.onErrorResume(Refused.class, (refused) -> Mono.from(fallback(plan, invocation, refused)));
 	}
 
 	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation) {
-		return Flux.usingWhen(permit(plan, invocation), (permit) -> proceed(invocation), ReactorInvocations::release,
-				(permit, failure) -> release(permit), ReactorInvocations::release);
+		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation), (permit) -> proceed(invocation),
+				ReactorInvocations::release, (permit, failure) -> release(permit), ReactorInvocations::release);
+		return (plan.fallback == null) ? limited
+				: limited.onErrorResume(Refused.class, (refused) -> fallback(plan, invocation, refused));
+	}
+
+	@SuppressWarnings("unchecked")
+	private static Publisher<Object> fallback(InvocationPlan plan, MethodInvocation invocation, Refused refused) {
+		try {
+			Object returned = plan.fallback.invoke(invocation, refused.refusal);
+			return (returned != null) ? (Publisher<Object>) returned : Mono.empty();
+		}
+		catch (Throwable ex) {
+			return Mono.error(ex);
+		}
+	}
+
+	/**
+	 * A refusal on its way to the fallback: a type of its own, so that the method's own errors (a
+	 * refusal from a call it makes included) never reach the fallback.
+	 */
+	private static final class Refused extends RuntimeException {
+
+		private static final long serialVersionUID = 1L;
+
+		final transient RateLimitExceededException refusal;
+
+		Refused(RateLimitExceededException refusal) {
+			super(refusal.getMessage(), refusal, false, false);
+			this.refusal = refusal;
+		}
+	}
+
+	private static Throwable refusal(InvocationPlan plan, RuntimeException ex) {
+		return (plan.fallback != null && ex instanceof RateLimitExceededException refusal) ? new Refused(refusal) : ex;
 	}
 
 	private static Mono<Void> release(Permit permit) {
@@ -56,7 +92,7 @@ final class ReactorInvocations {
 				reservation = plan.reserve(invocation);
 			}
 			catch (RuntimeException ex) {
-				sink.error(ex);
+				sink.error(refusal(plan, ex));
 				return;
 			}
 			sink.onCancel(reservation::cancel);
@@ -64,13 +100,14 @@ final class ReactorInvocations {
 			AtomicLong round = new AtomicLong();
 			reservation.onWake(() -> {
 				long next = round.incrementAndGet();
-				Schedulers.parallel().schedule(() -> poll(reservation, sink, round, next));
+				Schedulers.parallel().schedule(() -> poll(plan, reservation, sink, round, next));
 			});
-			poll(reservation, sink, round, 0);
+			poll(plan, reservation, sink, round, 0);
 		});
 	}
 
-	private static void poll(Reservation reservation, MonoSink<Permit> sink, AtomicLong round, long mine) {
+	private static void poll(InvocationPlan plan, Reservation reservation, MonoSink<Permit> sink, AtomicLong round,
+			long mine) {
 		if (round.get() != mine) {
 			return;
 		}
@@ -82,11 +119,12 @@ final class ReactorInvocations {
 			return; // cancelled
 		}
 		catch (RuntimeException ex) {
-			sink.error(ex);
+			sink.error(refusal(plan, ex));
 			return;
 		}
 		if (delay > 0) {
-			Schedulers.parallel().schedule(() -> poll(reservation, sink, round, mine), delay, TimeUnit.NANOSECONDS);
+			Schedulers.parallel().schedule(() -> poll(plan, reservation, sink, round, mine), delay,
+					TimeUnit.NANOSECONDS);
 			return;
 		}
 		try {

@@ -1,0 +1,115 @@
+package dev.ratelimit.spring.aop;
+
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.reflect.Method;
+import java.util.Arrays;
+import java.util.concurrent.CompletionStage;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+import org.aopalliance.intercept.MethodInvocation;
+
+import org.springframework.util.ClassUtils;
+import org.springframework.util.ReflectionUtils;
+
+/**
+ * The {@code fallback} of a {@code @RateLimited} method (contract revision 2): a method of the same
+ * bean with the same parameters, optionally followed by one {@link RateLimitExceededException}, whose
+ * return type fits the guarded method's, resolved once (at start-up) into a method handle and called
+ * on the target (not through the proxy) when, and only when, the call is refused.
+ */
+final class FallbackMethod {
+
+	private final MethodHandle handle;
+
+	private final boolean takesRefusal;
+
+	private FallbackMethod(MethodHandle handle, boolean takesRefusal) {
+		this.handle = handle;
+		this.takesRefusal = takesRefusal;
+	}
+
+	/**
+	 * Resolves a fallback.
+	 *
+	 * @param name the annotation's {@code fallback}
+	 * @param method the guarded method
+	 * @param targetClass the bean's class
+	 * @param where the annotation, for messages
+	 * @return the fallback
+	 * @throws RateLimitConfigurationException when it does not exist or does not fit, naming both
+	 */
+	static FallbackMethod resolve(String name, Method method, Class<?> targetClass, String where) {
+		Class<?>[] parameters = method.getParameterTypes();
+		Class<?>[] withRefusal = Arrays.copyOf(parameters, parameters.length + 1);
+		withRefusal[parameters.length] = RateLimitExceededException.class;
+		Method fallback = ReflectionUtils.findMethod(targetClass, name, withRefusal);
+		boolean takesRefusal = fallback != null;
+		if (fallback == null) {
+			fallback = ReflectionUtils.findMethod(targetClass, name, parameters);
+		}
+		String expected = name + "(" + describe(parameters) + ") or " + name + "(" + describe(withRefusal) + ")";
+		if (fallback == null) {
+			throw new RateLimitConfigurationException("The fallback of " + where + " does not exist: "
+					+ ClassUtils.getShortName(targetClass) + " has no method " + expected + ".",
+					"Declare " + expected + " returning " + method.getReturnType().getSimpleName()
+							+ " in the same bean, or fix the fallback attribute.");
+		}
+		if (!fits(fallback.getReturnType(), method.getReturnType())) {
+			throw new RateLimitConfigurationException("The fallback " + fallback.getName() + " of " + where + " returns "
+					+ fallback.getReturnType().getSimpleName() + ", which does not fit the method's "
+					+ method.getReturnType().getSimpleName() + ".",
+					"Make " + fallback.getName() + " return " + method.getReturnType().getSimpleName()
+							+ " (for CompletionStage, Mono and Flux, the same kind).");
+		}
+		try {
+			MethodHandles.Lookup lookup = MethodHandles.privateLookupIn(fallback.getDeclaringClass(),
+					MethodHandles.lookup());
+			return new FallbackMethod(lookup.unreflect(fallback), takesRefusal);
+		}
+		catch (IllegalAccessException ex) {
+			throw new RateLimitConfigurationException("The fallback " + fallback.getName() + " of " + where
+					+ " cannot be called: " + ex.getMessage() + ".", "Make it accessible (any visibility works in"
+							+ " the application's own module).");
+		}
+	}
+
+	private static boolean fits(Class<?> fallback, Class<?> method) {
+		if (method == void.class) {
+			return fallback == void.class;
+		}
+		if (CompletionStage.class.isAssignableFrom(method) || isReactive(method)) {
+			return method.isAssignableFrom(fallback);
+		}
+		return ClassUtils.isAssignable(method, fallback);
+	}
+
+	private static boolean isReactive(Class<?> type) {
+		String name = type.getName();
+		return name.equals("reactor.core.publisher.Mono") || name.equals("reactor.core.publisher.Flux");
+	}
+
+	private static String describe(Class<?>[] types) {
+		return String.join(", ", Arrays.stream(types).map(Class::getSimpleName).toList());
+	}
+
+	/**
+	 * Calls the fallback instead of the refused method.
+	 *
+	 * @param invocation the refused call
+	 * @param refusal why
+	 * @return what the fallback returns
+	 * @throws Throwable what the fallback throws
+	 */
+	Object invoke(MethodInvocation invocation, RateLimitExceededException refusal) throws Throwable {
+		Object[] arguments = invocation.getArguments();
+		Object[] all = new Object[arguments.length + (this.takesRefusal ? 2 : 1)];
+		all[0] = invocation.getThis();
+		System.arraycopy(arguments, 0, all, 1, arguments.length);
+		if (this.takesRefusal) {
+			all[all.length - 1] = refusal;
+		}
+		return this.handle.invokeWithArguments(all);
+	}
+}
