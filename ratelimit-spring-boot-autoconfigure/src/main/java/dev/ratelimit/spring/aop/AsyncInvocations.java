@@ -15,6 +15,7 @@ import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 
 import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
 
 /**
  * {@code CompletionStage} methods: the caller's thread never waits. The tokens are reserved at once;
@@ -87,11 +88,25 @@ final class AsyncInvocations {
 			result.completeExceptionally(failure);
 			return;
 		}
+		complete(stage, result, null);
+	}
+
+	/**
+	 * Completes the call's future as the returned stage completes, closing the permit first; a
+	 * {@code null} stage completes it with {@code null}.
+	 */
+	private static void complete(@Nullable Object stage, CompletableFuture<Object> result, @Nullable Permit permit) {
 		if (stage == null) {
+			if (permit != null) {
+				permit.close();
+			}
 			result.complete(null);
 			return;
 		}
 		((CompletionStage<?>) stage).whenComplete((value, failure) -> {
+			if (permit != null) {
+				permit.close();
+			}
 			if (failure != null) {
 				result.completeExceptionally(
 						(failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
@@ -153,22 +168,10 @@ final class AsyncInvocations {
 			result.completeExceptionally(ex);
 			return;
 		}
+		complete(returned, result, permit);
 		if (returned == null) {
-			permit.close();
-			result.complete(null);
 			return;
 		}
-		((CompletionStage<?>) returned).whenComplete((value, failure) -> {
-			permit.close();
-			if (failure != null) {
-				result.completeExceptionally(
-						(failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
-								: failure);
-			}
-			else {
-				result.complete(value);
-			}
-		});
 		result.whenComplete((value, failure) -> {
 			if (result.isCancelled() && returned instanceof CompletableFuture<?> future) {
 				future.cancel(false);
