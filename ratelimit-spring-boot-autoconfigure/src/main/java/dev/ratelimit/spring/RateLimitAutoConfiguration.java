@@ -1,15 +1,19 @@
 package dev.ratelimit.spring;
 
+import java.util.concurrent.Executor;
+
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
+import dev.ratelimit.spring.aop.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
@@ -81,13 +85,20 @@ public final class RateLimitAutoConfiguration {
 	}
 
 	@Bean
+	@ConditionalOnMissingBean
+	RateLimitExecutors rateLimitExecutors(
+			@Qualifier(RateLimitExecutors.RUNNER_BEAN_NAME) ObjectProvider<Executor> runner) {
+		return new RateLimitExecutors(runner.getIfAvailable());
+	}
+
+	@Bean
 	@Role(BeanDefinition.ROLE_INFRASTRUCTURE)
 	static RateLimitAdvisor rateLimitAdvisor(Environment environment, ObjectProvider<BucketDefinitions> definitions,
-			ObjectProvider<RateLimiterRegistry> registry) {
+			ObjectProvider<RateLimiterRegistry> registry, ObjectProvider<RateLimitExecutors> executors) {
 		int order = environment.getProperty("ratelimit.interceptor-order", Integer.class,
 				RateLimitProperties.DEFAULT_INTERCEPTOR_ORDER);
 		RateLimitAdvisor advisor = new RateLimitAdvisor(definitions::getObject,
-				new RateLimitInterceptor(registry::getObject));
+				new RateLimitInterceptor(registry::getObject, executors::getObject));
 		advisor.setOrder(order);
 		return advisor;
 	}

@@ -19,32 +19,18 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * {@code CompletionStage} methods: the caller's thread never waits. The tokens are reserved at once;
- * when they are there already the method runs on the caller's thread, otherwise a timer polls the
- * reservation and the method runs on the common pool once they are there. The tokens are released
+ * when they are there already the method runs on the caller's thread, otherwise the starter's timer
+ * polls the reservation and the method runs on {@link RateLimitExecutors}' runner once they are there. The tokens are released
  * when the stage the method returned completes; cancelling the returned future before the method ran
  * gives them back.
  */
 final class AsyncInvocations {
 
-	/** One daemon thread that only schedules polls; methods never run on it. */
-	static final ScheduledExecutorService TIMER = timer();
-
-	private static final Executor RUNNER = ForkJoinPool.commonPool();
-
 	private AsyncInvocations() {
 	}
 
-	private static ScheduledExecutorService timer() {
-		ScheduledThreadPoolExecutor executor = new ScheduledThreadPoolExecutor(1, (runnable) -> {
-			Thread thread = new Thread(runnable, "ratelimit-timer");
-			thread.setDaemon(true);
-			return thread;
-		});
-		executor.setRemoveOnCancelPolicy(true);
-		return executor;
-	}
-
-	static CompletableFuture<Object> invoke(InvocationPlan plan, MethodInvocation invocation) {
+	static CompletableFuture<Object> invoke(InvocationPlan plan, MethodInvocation invocation,
+			RateLimitExecutors executors) {
 		CompletableFuture<Object> result = new CompletableFuture<>();
 		Reservation reservation;
 		try {
@@ -64,9 +50,9 @@ final class AsyncInvocations {
 		AtomicLong round = new AtomicLong();
 		reservation.onWake(() -> {
 			long next = round.incrementAndGet();
-			TIMER.execute(() -> poll(plan, reservation, invocation, result, false, round, next));
+			executors.timer().execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next));
 		});
-		poll(plan, reservation, invocation, result, true, round, 0);
+		poll(plan, executors, reservation, invocation, result, true, round, 0);
 		return result;
 	}
 
@@ -118,8 +104,9 @@ final class AsyncInvocations {
 		});
 	}
 
-	private static void poll(InvocationPlan plan, Reservation reservation, MethodInvocation invocation,
-			CompletableFuture<Object> result, boolean callerThread, AtomicLong round, long mine) {
+	private static void poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
+			MethodInvocation invocation, CompletableFuture<Object> result, boolean callerThread, AtomicLong round,
+			long mine) {
 		if (round.get() != mine) {
 			return; // a wake-up started a newer round of polls
 		}
@@ -139,8 +126,9 @@ final class AsyncInvocations {
 			return;
 		}
 		if (delay > 0) {
-			TIMER.schedule(() -> poll(plan, reservation, invocation, result, false, round, mine), delay,
-					TimeUnit.NANOSECONDS);
+			executors.timer()
+				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine), delay,
+						TimeUnit.NANOSECONDS);
 			return;
 		}
 		Permit permit;
@@ -154,7 +142,14 @@ final class AsyncInvocations {
 			run(permit, invocation, result);
 		}
 		else {
-			RUNNER.execute(() -> run(permit, invocation, result));
+			try {
+				executors.runner().execute(() -> run(permit, invocation, result));
+			}
+			catch (RuntimeException ex) {
+				// the executor refused (the application is shutting down): nothing ran, the tokens go back
+				permit.close();
+				result.completeExceptionally(ex);
+			}
 		}
 	}
 

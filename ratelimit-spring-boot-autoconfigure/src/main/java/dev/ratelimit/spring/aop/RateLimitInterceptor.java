@@ -31,15 +31,19 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 
 	private final Supplier<RateLimiterRegistry> registry;
 
+	private final Supplier<RateLimitExecutors> executors;
+
 	private final Map<MethodClassKey, InvocationPlan> plans = new ConcurrentHashMap<>();
 
 	/**
 	 * Creates the interceptor.
 	 *
 	 * @param registry where buckets are found, asked for on a method's first call
+	 * @param executors the threads of the {@code CompletionStage} path, asked for on its first call
 	 */
-	public RateLimitInterceptor(Supplier<RateLimiterRegistry> registry) {
+	public RateLimitInterceptor(Supplier<RateLimiterRegistry> registry, Supplier<RateLimitExecutors> executors) {
 		this.registry = registry;
+		this.executors = executors;
 	}
 
 	@Override
@@ -50,7 +54,7 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 		}
 		return switch (plan.kind) {
 			case BLOCKING -> invokeBlocking(plan, invocation);
-			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation);
+			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation, this.executors.get());
 			case MONO -> ReactorInvocations.mono(plan, invocation);
 			case FLUX -> ReactorInvocations.flux(plan, invocation);
 		};
