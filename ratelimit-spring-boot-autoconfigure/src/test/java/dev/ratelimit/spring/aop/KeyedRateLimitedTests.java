@@ -48,7 +48,9 @@ class KeyedRateLimitedTests {
 				"ratelimit.buckets.api.max-wait=0", "ratelimit.buckets.api.keys.max=3",
 				"ratelimit.buckets.per-user-capped.rate=1000", "ratelimit.buckets.per-user-capped.limit=1",
 				"ratelimit.buckets.per-user-capped.capped-release=true",
-				"ratelimit.buckets.per-user-capped.max-wait=0");
+				"ratelimit.buckets.per-user-capped.max-wait=0", "ratelimit.buckets.paced.type=hybrid",
+				"ratelimit.buckets.paced.rate=2", "ratelimit.buckets.paced.limit=2", "ratelimit.buckets.paced.max-wait=0",
+				"ratelimit.buckets.paced.keys.max=1");
 
 	@Test
 	void eachKeyHasItsOwnBucketMadeFromTheNamedOne() {
@@ -73,6 +75,25 @@ class KeyedRateLimitedTests {
 			assertThat(service.byId(42L)).isEqualTo(42L);
 			assertThatThrownBy(() -> service.byId(42L)).isInstanceOfSatisfying(RateLimitExceededException.class,
 					(ex) -> assertThat(ex.getKey()).isEqualTo("42"));
+		});
+	}
+
+	@Test
+	void aPacerCanBeTheTemplateToo() {
+		this.runner.run((context) -> {
+			Service service = context.getBean(Service.class);
+			service.paced("alice");
+			service.paced("alice");
+			assertThatThrownBy(() -> service.paced("alice")).isInstanceOfSatisfying(RateLimitExceededException.class,
+					(ex) -> assertThat(ex.getKey()).isEqualTo("alice"));
+			// alice's pacer is not full: bob finds no room (keys.max 1) and shares the overflow pacer
+			service.paced("bob");
+			this.now.addAndGet(Duration.ofSeconds(5).toNanos());
+			// alice's pacer is full again after the idle time: it may be dropped to make room for carol
+			service.paced("carol");
+			RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+			assertThat(endpoint.key("paced", "carol")).isNotNull();
+			assertThat(endpoint.key("paced", "alice")).isNull();
 		});
 	}
 
@@ -208,6 +229,11 @@ class KeyedRateLimitedTests {
 		@RateLimited(value = "api", key = "#user")
 		String quote(String user) {
 			this.calls.incrementAndGet();
+			return user;
+		}
+
+		@RateLimited(value = "paced", key = "#user")
+		String paced(String user) {
 			return user;
 		}
 
