@@ -67,6 +67,9 @@ final class FailureDetector {
 
 	private final List<BackendHealth.CallListener> listeners = new CopyOnWriteArrayList<>();
 
+	/** Told of every reply of the script, in time or late (the bucket takes on a retune from it). */
+	private final Consumer<Reply> replies;
+
 	private final AtomicBoolean probing = new AtomicBoolean();
 
 	private final AtomicInteger failures = new AtomicInteger();
@@ -83,15 +86,12 @@ final class FailureDetector {
 
 	private volatile @Nullable String lastError;
 
-	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock) {
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock, Consumer<Reply> replies) {
+		this.replies = replies;
 		this.bucket = bucket;
 		this.policy = policy;
 		this.timeoutNanos = timeoutNanos;
 		this.clock = clock;
-	}
-
-	long timeoutNanos() {
-		return this.timeoutNanos;
 	}
 
 	boolean isUp() {
@@ -250,6 +250,7 @@ final class FailureDetector {
 				return;
 			}
 			this.reply = parsed;
+			FailureDetector.this.replies.accept(parsed);
 			boolean inTime = this.state.compareAndSet(PENDING, OK);
 			if (inTime) {
 				succeeded(this, nanos);

@@ -158,7 +158,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.connection = connection;
 		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
-		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock);
+		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
+				this::adopt);
 		if (this.configured.capped()) {
 			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
 		}
@@ -395,7 +396,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** Takes on the settings a reply says are in effect, for this bucket's view and its fallback. */
 	private void adopt(Reply reply) {
 		Settings current = this.settings;
-		Settings next = this.configured.inEffect(reply, current, this.name);
+		Settings next;
+		try {
+			next = this.configured.inEffect(reply, current, this.name);
+		}
+		catch (IllegalArgumentException ex) {
+			return; // a retune this instance cannot hold exactly: it keeps its settings
+		}
 		if (next != current) {
 			this.settings = next;
 			this.fallback.updateRate(next.rate().tokens(), next.rate().period());
@@ -413,15 +420,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	private CompletableFuture<List<Object>> run(String[] arguments) {
-		return this.connection.run(this.keys, arguments).thenApply((values) -> {
-			try {
-				adopt(Reply.of(values));
-			}
-			catch (RuntimeException ex) {
-				// not a reply of the script, or a retune this version cannot take: the call reports it
-			}
-			return values;
-		});
+		return this.connection.run(this.keys, arguments);
 	}
 
 	/**

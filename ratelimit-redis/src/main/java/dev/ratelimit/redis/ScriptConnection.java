@@ -234,11 +234,6 @@ final class ScriptConnection implements AutoCloseable {
 		}
 	}
 
-	boolean isOpen() {
-		StatefulConnection<String, String> open = this.connection;
-		return open != null && open.isOpen();
-	}
-
 	@Override
 	public void close() {
 		this.closed = true;

@@ -24,6 +24,11 @@ final class BucketMaker {
 
 	private final Map<String, StatsRecorder> stats = new ConcurrentHashMap<>();
 
+	/** The clock and the backends, looked up once (a new key's bucket must not search the context). */
+	private volatile @Nullable LongSupplier clock;
+
+	private volatile @Nullable List<BucketBackend> backends;
+
 	BucketMaker(ListableBeanFactory beanFactory) {
 		this.beanFactory = beanFactory;
 	}
@@ -47,12 +52,22 @@ final class BucketMaker {
 	}
 
 	private LongSupplier clock() {
-		RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)
-			.getIfAvailable(() -> System::nanoTime);
-		return clock::nanoTime;
+		LongSupplier nanos = this.clock;
+		if (nanos == null) {
+			RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)
+				.getIfAvailable(() -> System::nanoTime);
+			nanos = clock::nanoTime;
+			this.clock = nanos;
+		}
+		return nanos;
 	}
 
 	private List<BucketBackend> backends() {
-		return this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
+		List<BucketBackend> found = this.backends;
+		if (found == null) {
+			found = this.beanFactory.getBeanProvider(BucketBackend.class).orderedStream().toList();
+			this.backends = found;
+		}
+		return found;
 	}
 }

@@ -150,7 +150,8 @@ final class ConfiguredBucket implements RegisteredBucket {
 		catch (RateLimitConfigurationException ex) {
 			throw new IllegalArgumentException(ex.getMessage(), ex);
 		}
-		long before = (long) this.limiter.snapshot().limit();
+		// the limit to put back if the rate is refused after the limit changed (a snapshot only then)
+		long before = (limit != null && rate != null) ? (long) this.limiter.snapshot().limit() : 0;
 		try {
 			if (limit != null) {
 				this.limiter.updateLimit(limit);
@@ -160,7 +161,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 			}
 		}
 		catch (IllegalArgumentException ex) {
-			if (limit != null && limit != before && before >= 1) {
+			if (before >= 1 && limit != before) {
 				this.limiter.updateLimit(before);
 			}
 			throw new IllegalArgumentException(CoreArguments.translate(next, ex).getMessage(), ex);

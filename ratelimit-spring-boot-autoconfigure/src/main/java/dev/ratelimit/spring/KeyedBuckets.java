@@ -105,7 +105,7 @@ public final class KeyedBuckets {
 				entry = create(key);
 				if (entry == null) {
 					this.overflowCalls.increment();
-					this.overflow.pinAlways();
+					this.overflow.pin(); // never retired: always succeeds
 					return this.overflow;
 				}
 			}
@@ -161,7 +161,10 @@ public final class KeyedBuckets {
 	 * @return whether one was dropped
 	 */
 	private boolean sweep(boolean untilOne) {
-		if (!(untilOne ? lock() : this.sweeping.tryLock())) {
+		if (untilOne) {
+			this.sweeping.lock();
+		}
+		else if (!this.sweeping.tryLock()) {
 			return false;
 		}
 		try {
@@ -187,11 +190,6 @@ public final class KeyedBuckets {
 		finally {
 			this.sweeping.unlock();
 		}
-	}
-
-	private boolean lock() {
-		this.sweeping.lock();
-		return true;
 	}
 
 	/**
@@ -252,11 +250,6 @@ public final class KeyedBuckets {
 			return this.limiter;
 		}
 
-		/** Whether this is the overflow bucket. */
-		public boolean isOverflow() {
-			return this == KeyedBuckets.this.overflow;
-		}
-
 		boolean pin() {
 			for (;;) {
 				long s = this.state.get();
@@ -268,10 +261,6 @@ public final class KeyedBuckets {
 					return true;
 				}
 			}
-		}
-
-		void pinAlways() {
-			pin();
 		}
 
 		/** Ends the pin taken by {@link KeyedBuckets#pin}: the grab is done. */
