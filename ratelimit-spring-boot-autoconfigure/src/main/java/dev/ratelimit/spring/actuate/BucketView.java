@@ -28,13 +28,15 @@ import dev.ratelimit.spring.RegisteredBucket;
  * @param rejected calls refused since start
  * @param pools hybrid: the pool levels in operations; shared: {@code null}
  * @param behindSchedule hybrid: how far callers are behind, ISO-8601; shared: {@code PT0S}
+ * @param mode {@code enforce} (shadow mode, which decides without holding calls back, is not built
+ *        yet: every bucket enforces)
  * @param keys keys with a bucket of their own now (0 for a bucket never used with a key, and in the
  *        view of one key's bucket)
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
-		Pools pools, String behindSchedule, int keys) {
+		Pools pools, String behindSchedule, String mode, int keys) {
 
 	/**
 	 * The pacer's pools, in operations.
@@ -77,7 +79,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		}
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
-				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(), keys);
+				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(), "enforce", keys);
 	}
 
 	/** Whole numbers as integers, others as they are. */

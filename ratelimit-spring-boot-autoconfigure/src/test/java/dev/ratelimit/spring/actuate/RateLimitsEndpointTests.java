@@ -49,7 +49,8 @@ class RateLimitsEndpointTests {
 			JsonNode db = json.get("buckets").get("db-writes");
 			assertThat(db.propertyNames()).containsExactlyInAnyOrder("type", "backend", "rate", "period", "limit",
 					"available", "deficiency", "waiting", "inFlight", "cappedRelease", "granted", "rejected", "pools",
-					"behindSchedule", "keys");
+					"behindSchedule", "mode", "keys");
+			assertThat(db.get("mode").asString()).isEqualTo("enforce");
 			assertThat(db.get("type").asString()).isEqualTo("shared");
 			assertThat(db.get("backend").asString()).isEqualTo("local");
 			assertThat(db.get("rate").asInt()).isEqualTo(500);
