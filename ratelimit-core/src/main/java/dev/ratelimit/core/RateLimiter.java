@@ -89,6 +89,51 @@ public interface RateLimiter {
 	Reservation reserve(long n, Duration maxWait);
 
 	/**
+	 * Gives back {@code n} tokens that a granted call took, as if it had not taken them: they are
+	 * available again at once, first to callers already waiting (who move up in order), never lifting
+	 * the limiter above its limit. This is what a call that turns out not to count ({@code refundIf}) or
+	 * to cost less than it asked for ({@code settle}) does with what it took, after it was granted.
+	 *
+	 * <p>With capped release this acts on the rate only: the call's tokens stay in flight until its
+	 * permit is closed, and closing it releases them as always, so a refund followed by the close never
+	 * gives the tokens back twice. A waiter that gives up does not refund: {@link Reservation#cancel()}
+	 * and {@link #acquire} give its claim back themselves.
+	 *
+	 * <p>{@code n == 0} does nothing. A refund is not a call: the statistics do not change.
+	 *
+	 * @param n tokens (for the pacer: operations) given back, {@code >= 0}, at most what the call took
+	 *        (more is accepted within the limiter's range and only fills it up to its limit)
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range
+	 * @throws UnsupportedOperationException by a limiter that cannot give tokens back (the default,
+	 *         until every implementation has it)
+	 */
+	default void refund(long n) {
+		throw new UnsupportedOperationException(getClass().getSimpleName() + " does not refund");
+	}
+
+	/**
+	 * Takes {@code n} more tokens now, never waiting and never refused, even into debt: what a call
+	 * that turns out to cost more than it asked for ({@code settle}) owes on top. Callers already
+	 * waiting keep their place and their wait; the callers that come after wait for the debt, in order.
+	 * A full limiter first wastes its excess, as any take does, so a charge on a full limiter behaves as
+	 * a take of {@code n}.
+	 *
+	 * <p>With capped release this acts on the rate only: nothing more is in flight, and nothing is to be
+	 * released for it (the call's permit releases what it was granted).
+	 *
+	 * <p>{@code n == 0} does nothing. A charge is not a call: the statistics do not change.
+	 *
+	 * @param n tokens (for the pacer: operations) taken, {@code >= 0}
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range, or when it would put
+	 *         more in line than the limiter counts exactly (then nothing is taken)
+	 * @throws UnsupportedOperationException by a limiter that cannot charge (the default, until every
+	 *         implementation has it)
+	 */
+	default void charge(long n) {
+		throw new UnsupportedOperationException(getClass().getSimpleName() + " does not charge");
+	}
+
+	/**
 	 * A consistent view of the limiter as of now; reading it moves the time that passed into the
 	 * limiter, as any call does.
 	 *

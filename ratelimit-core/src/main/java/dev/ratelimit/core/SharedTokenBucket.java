@@ -46,9 +46,12 @@ import org.jspecify.annotations.Nullable;
  * what an exact token bucket needs: without the time of each take it must either break the bound or
  * under-fill after idle.</li>
  * <li>{@code ceil} (capped release only): {@code limit + tokens released + tokens a full bucket
- * wasted}; a ticket is covered when both the head and the ceiling reached it.</li>
+ * wasted + tokens charged} (see I7); a ticket is covered when both the head and the ceiling reached
+ * it.</li>
  * <li>{@code holes} (in the same {@code State}): claims given back by waiters that others queue
  * behind, as {@code (ticket, tokens)}; a ticket behind a hole counts its tokens as covered.</li>
+ * <li>{@code charges} (in the same {@code State}, capped release only): charges not yet in the ceiling,
+ * as {@code (ticket, tokens)}; a ticket behind one counts its tokens as within the ceiling (I7).</li>
  * </ul>
  * Invariants:
  * <ul>
@@ -81,10 +84,26 @@ import org.jspecify.annotations.Nullable;
  * is not covered. Writers publish a new state before they move the tail, so a CAS that succeeds on an
  * unchanged state was decided on the state in force at that instant. (jcstress
  * {@code TwoCallersOnTheLastToken}, {@code RefundRacingReplenish}).</li>
+ * <li>I7. <b>A refund and a charge act on the rate as if the call had taken fewer or more tokens.</b>
+ * {@link #refund(long) refund(n)} (a granted call gives tokens back: {@code refundIf}, or {@code settle}
+ * to a smaller cost) moves the epoch's base, so the head, up by {@code n}, but never more than
+ * {@code limit} beyond the claims: the first callers in line are covered first, the bucket never holds
+ * more than its limit (I1) and the head never runs away from the tail (no wrap). With capped release the
+ * ceiling does not move: the call's tokens stay in flight until its permit releases them, so a refund
+ * and the release never give the same tokens back twice. {@link #charge(long) charge(n)} ({@code settle}
+ * to a larger cost) is a claim at the end of the line that nobody waits for: a full bucket first wastes
+ * its excess (I2), so on a full bucket it is a take; callers ahead of it keep their tickets and waits
+ * (what was covered stays covered, and no ticket ahead of it moves); callers behind it wait for it, in
+ * order (I3). With capped release a charge puts nothing in flight: a ticket behind it counts its tokens
+ * as within the ceiling (the state's {@code charges}; while a claim ahead of it waits for releases it is
+ * kept apart, so that claim gains nothing, and then moves into the ceiling, as a hole does). Neither is a
+ * call: the statistics do not change. ({@code SharedTokenBucketModelTests}, jcstress
+ * {@code ChargeRacingFastClaim}, {@code RefundRacingFastClaim}).</li>
  * </ul>
  * Linearization points: a claim at its CAS on {@code tail} (fast path: provided the state is unchanged
- * after it, else at the re-check under the lock); a give-back, a release, a rate or limit change at the
- * write of the state, the tail or the ceiling under the lock. Access modes: {@code tail} and
+ * after it, else at the re-check under the lock); a charge likewise, at its CAS under the lock; a
+ * give-back, a refund, a release, a rate or limit change at the write of the state, the tail or the
+ * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6). Access modes: {@code tail} and
  * {@code state} volatile (the rovers publish the work that released tokens to the caller that gets
  * them); {@code seen} opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
  * never more). Overflow: rovers wrap harmlessly while fewer than 2^62 tokens are outstanding (claims
@@ -189,7 +208,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		this.seen = now;
 		this.tail = 0;
 		this.ceil = lim;
-		this.state = new State(rate, now, init, lim, NO_HOLES);
+		this.state = new State(rate, now, init, lim, NO_HOLES, NO_HOLES);
 	}
 
 	/**
@@ -230,7 +249,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return ticket;
 		}
 		synchronized (this.lock) {
-			return claimLocked(n, now());
+			return claimLocked(n, now(), false);
 		}
 	}
 
@@ -283,13 +302,18 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	/**
-	 * Gives back {@code n} tokens that were taken (their ticket was covered): they are available again
-	 * at once, to the first caller in line, but the bucket never holds more than its limit (I1); with
-	 * capped release they also go back to the ceiling. A waiter that gives up uses
+	 * Gives back {@code n} tokens that a granted call took, as if it had not taken them (I7): they are
+	 * available again at once, first to the callers already waiting, in order, but the bucket never holds
+	 * more than its limit (I1). With capped release this acts on the rate only: the ceiling does not move,
+	 * so the call's tokens stay in flight until its permit is closed (or {@link #release} is called), and
+	 * the refund and the release never give the same tokens back twice. A waiter that gives up uses
 	 * {@link #refund(long, long)} instead, so that callers ahead of it gain nothing.
 	 *
-	 * @param n the tokens given back, {@code 0..Long.MAX_VALUE / 2}
+	 * @param n the tokens given back, {@code 0..Long.MAX_VALUE / 2}; more than the call took only fills
+	 *        the bucket up to its limit
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
+	@Override
 	public void refund(long n) {
 		checkNonNegative(n);
 		checkAtMostMaxCost(n);
@@ -297,14 +321,47 @@ public final class SharedTokenBucket implements RateLimiter {
 			return;
 		}
 		synchronized (this.lock) {
-			State s = this.state;
-			this.state = s.withBase(s.base + n, s.holes);
-			if (this.cappedRelease) {
-				this.ceil += n;
+			long now = now();
+			State s = foldReached(now);
+			long tl = (long) TAIL.getVolatile(this);
+			// I1: the head need never run more than the limit ahead of the claims (and so never wraps);
+			// a fast-path claim that moves the tail meanwhile sees the new state and re-checks (I6)
+			long room = tl - s.credit(tl + 1) + s.limit - s.headAt(now);
+			if (room > 0) {
+				this.state = s.withBase(s.base + Math.min(n, room), s.holes);
+				foldReached(now);
 			}
-			foldReached(now());
 		}
 		wakeAll();
+	}
+
+	/**
+	 * Takes {@code n} more tokens now, never waiting and never refused, even into debt (I7): a claim
+	 * made at the end of the line whose ticket nobody waits for. A full bucket first wastes its excess,
+	 * as for any claim (I2), so a charge on a full bucket is a take of {@code n}. Callers already waiting
+	 * are ahead of it and keep their place and their wait; the callers that come after wait for the debt,
+	 * in order. With capped release this acts on the rate only: nothing more is in flight, so the charge
+	 * moves the ceiling by {@code n} too, for the tickets behind it only (until every claim ahead of it
+	 * is within the ceiling, it is held apart, as a hole is, see I3), and nothing is to be released for it.
+	 *
+	 * @param n the tokens taken, {@code 0..Long.MAX_VALUE / 2} (capped release included)
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range, or when it would put
+	 *         more than {@code Long.MAX_VALUE / 2} tokens in line; then nothing is taken
+	 */
+	@Override
+	public void charge(long n) {
+		checkNonNegative(n);
+		checkAtMostMaxCost(n);
+		if (n == 0) {
+			return;
+		}
+		synchronized (this.lock) {
+			long now = now();
+			claimLocked(n, now, true);
+			if (this.cappedRelease) {
+				foldReached(now); // nobody waits for releases: the charge is in the ceiling at once
+			}
+		}
 	}
 
 	/**
@@ -366,7 +423,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			State s = foldReached(now);
 			settleFull(s, now);
 			s = this.state;
-			this.state = new State(rate, now, s.headAt(now), s.limit, s.holes);
+			this.state = new State(rate, now, s.headAt(now), s.limit, s.holes, s.charges);
 		}
 		wakeAll();
 	}
@@ -389,13 +446,13 @@ public final class SharedTokenBucket implements RateLimiter {
 			State s = foldReached(now);
 			if (settleFull(s, now)) {
 				s = this.state;
-				this.state = new State(s.rate, now, s.headAt(now), s.limit, s.holes);
+				this.state = new State(s.rate, now, s.headAt(now), s.limit, s.holes, s.charges);
 			}
 			s = this.state;
 			if (this.cappedRelease) {
 				this.ceil += newLimit - s.limit;
 			}
-			this.state = new State(s.rate, s.start, s.base, newLimit, s.holes);
+			this.state = new State(s.rate, s.start, s.base, newLimit, s.holes, s.charges);
 		}
 		wakeAll();
 	}
@@ -468,7 +525,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long wait;
 		synchronized (this.lock) {
 			long now = now();
-			long ticket = claimLocked(n, now);
+			long ticket = claimLocked(n, now, false);
 			State s = this.state;
 			wait = rateWait(s, ticket, now);
 			if (wait <= budget) {
@@ -505,8 +562,9 @@ public final class SharedTokenBucket implements RateLimiter {
 		long available = head - effectiveTail;
 		long inFlight = 0;
 		if (this.cappedRelease) {
-			available = Math.min(available, cap - effectiveTail);
-			inFlight = Math.max(0, effectiveTail - cap + s.limit - pending);
+			long ceilingTail = effectiveTail - s.charged(tl + 1); // charges are not in flight (I7)
+			available = Math.min(available, cap - ceilingTail);
+			inFlight = Math.max(0, ceilingTail - cap + s.limit - pending);
 		}
 		long owed = effectiveTail - head;
 		return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), s.limit, this.cappedRelease,
@@ -647,23 +705,24 @@ public final class SharedTokenBucket implements RateLimiter {
 			long tl = (long) TAIL.getVolatile(this);
 			long available = s.visibleHead(now, tl) - tl;
 			if (this.cappedRelease) {
-				available = Math.min(available, this.ceil - tl);
+				available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
 			}
 			if (available < n) {
 				return false;
 			}
-			claimLocked(n, now);
+			claimLocked(n, now, false);
 			return true;
 		}
 	}
 
 	/**
 	 * Claims {@code n} tokens at {@code now} under the lock, whatever it waits for: a full bucket first
-	 * wastes its excess and restarts its epoch (I2).
+	 * wastes its excess and restarts its epoch (I2). A {@code charge} with capped release is held apart
+	 * from the ceiling for the tickets behind it (I7).
 	 *
 	 * @return the ticket
 	 */
-	private long claimLocked(long n, long now) {
+	private long claimLocked(long n, long now, boolean charge) {
 		State s = foldReached(now);
 		settleFull(s, now);
 		s = this.state;
@@ -672,6 +731,10 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (owed > MAX_COST || owed < -MAX_COST) {
 			throw new IllegalArgumentException("n (" + n + ") would put more than Long.MAX_VALUE / 2 tokens in line"
 					+ of() + ": " + (owed - n) + " are owed already");
+		}
+		if (charge && this.cappedRelease) {
+			// published before the tail moves (I6); capped, nothing moves the tail outside the lock
+			this.state = s.withCharge(tl + n, n);
 		}
 		for (;;) {
 			if (TAIL.compareAndSet(this, tl, tl + n)) {
@@ -697,14 +760,14 @@ public final class SharedTokenBucket implements RateLimiter {
 			if (head - effectiveTail - s.limit < 0) {
 				return false;
 			}
-			this.state = new State(s.rate, now, effectiveTail + s.limit, s.limit, s.holes);
+			this.state = new State(s.rate, now, effectiveTail + s.limit, s.limit, s.holes, s.charges);
 			return true;
 		}
 		if (s.holes.length != 0 || head - (long) TAIL.getVolatile(this) - s.limit < 0) {
 			return false; // (holes: without capped release they mean that callers wait for time)
 		}
 		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
-			s = new State(s.rate, now, head, s.limit, s.holes);
+			s = new State(s.rate, now, head, s.limit, s.holes, s.charges);
 			this.state = s; // published before the tail moves (I6)
 		}
 		long floor = head - s.limit;
@@ -746,40 +809,56 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	/**
-	 * I3 under the lock: holes whose claims ahead are all covered move into the epoch's base (and the
-	 * ceiling); nobody's coverage changes.
+	 * I3 and I7 under the lock: holes whose claims ahead are all covered move into the epoch's base (and
+	 * the ceiling); capped charges whose claims ahead are all within the ceiling move into the ceiling;
+	 * nobody's coverage changes.
 	 *
 	 * @return the state in force after folding
 	 */
 	private State foldReached(long now) {
 		State s = this.state;
-		if (s.holes.length == 0) {
+		long[] holes = s.holes;
+		long[] charges = s.charges;
+		if (holes.length == 0 && charges.length == 0) {
 			return s;
 		}
-		long[] holes = s.holes;
-		int from = 0;
+		int hole = 0;
+		int charge = 0;
 		long base = s.base;
 		long head = s.headAt(now);
-		long cap = this.ceil;
-		while (from < holes.length) {
-			long before = holes[from] - holes[from + 1]; // the ticket of the claim just ahead of the hole
-			long folded = base - s.base;
-			if (before - (head + folded) > 0 || (this.cappedRelease && before - (cap + folded) > 0)) {
-				break;
+		long cap = this.ceil; // plus what folded so far
+		for (boolean moved = true; moved;) {
+			moved = false;
+			if (hole < holes.length) {
+				long before = holes[hole] - holes[hole + 1]; // the ticket of the claim just ahead of the hole
+				long folded = base - s.base;
+				if (before - (head + folded) <= 0
+						&& (!this.cappedRelease || before - credit(charges, charge, before + 1) - cap <= 0)) {
+					base += holes[hole + 1];
+					cap += holes[hole + 1];
+					hole += 2;
+					moved = true;
+				}
 			}
-			base += holes[from + 1];
-			from += 2;
+			if (charge < charges.length) {
+				long before = charges[charge] - charges[charge + 1];
+				if (before - credit(holes, hole, before + 1) - cap <= 0) {
+					cap += charges[charge + 1];
+					charge += 2;
+					moved = true;
+				}
+			}
 		}
-		if (from == 0) {
+		if (hole == 0 && charge == 0) {
 			return s;
 		}
-		long folded = base - s.base;
-		s = s.withBase(base, Arrays.copyOfRange(holes, from, holes.length));
+		s = new State(s.rate, s.start, base, s.limit, Arrays.copyOfRange(holes, hole, holes.length),
+				Arrays.copyOfRange(charges, charge, charges.length));
 		this.state = s;
 		if (this.cappedRelease) {
 			// after the state: a reader that reads the ceiling first and then the state never counts a
-			// hole twice (once as credit, once in the ceiling)
-			this.ceil = cap + folded;
+			// hole or a charge twice (once as credit, once in the ceiling)
+			this.ceil = cap;
 		}
 		return s;
 	}
@@ -792,14 +871,14 @@ public final class SharedTokenBucket implements RateLimiter {
 		long effective = ticket - s.credit(ticket);
 		long missing = effective - s.dueAt(now);
 		if (this.cappedRelease) {
-			missing = Math.max(missing, effective - cap);
+			missing = Math.max(missing, effective - s.charged(ticket) - cap);
 		}
 		return Math.max(missing, 0);
 	}
 
 	/** Tokens the ceiling {@code cap} still lacks for {@code ticket} (capped release only). */
 	private long capMissing(long cap, State s, long ticket) {
-		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - cap) : 0;
+		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - s.charged(ticket) - cap) : 0;
 	}
 
 	/** Nanoseconds from {@code now} until the head reaches {@code ticket}, as the state stands. */
@@ -811,6 +890,18 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		long wait = s.nanosUntilDue(effective, now);
 		return Math.max(wait, 1);
+	}
+
+	/** Tokens of the {@code (ticket, tokens)} pairs from index {@code from} whose ticket is before {@code ticket}. */
+	private static long credit(long[] pairs, int from, long ticket) {
+		long credit = 0;
+		for (int i = from; i < pairs.length; i += 2) {
+			if (pairs[i] - ticket >= 0) {
+				break;
+			}
+			credit += pairs[i + 1];
+		}
+		return credit;
 	}
 
 	private long quantized(long tokens) {
@@ -884,12 +975,19 @@ public final class SharedTokenBucket implements RateLimiter {
 		/** {@code (ticket, tokens)} pairs of claims given back with others behind them, in ticket order. */
 		final long[] holes;
 
-		State(Rate rate, long start, long base, long limit, long[] holes) {
+		/**
+		 * Capped release only: {@code (ticket, tokens)} pairs of charges not yet in the ceiling (I7), in
+		 * ticket order; a ticket behind one counts its tokens as within the ceiling, not as in flight.
+		 */
+		final long[] charges;
+
+		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
 			this.rate = rate;
 			this.start = start;
 			this.base = base;
 			this.limit = limit;
 			this.holes = holes;
+			this.charges = charges;
 		}
 
 		/** Whole tokens made since the start of the epoch. */
@@ -923,18 +1021,23 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		/** Tokens of the holes ahead of {@code ticket}. */
 		long credit(long ticket) {
-			long credit = 0;
-			for (int i = 0; i < this.holes.length; i += 2) {
-				if (this.holes[i] - ticket >= 0) {
-					break;
-				}
-				credit += this.holes[i + 1];
-			}
-			return credit;
+			return SharedTokenBucket.credit(this.holes, 0, ticket);
+		}
+
+		/** Tokens of the charges ahead of {@code ticket} not yet in the ceiling (capped release only). */
+		long charged(long ticket) {
+			return SharedTokenBucket.credit(this.charges, 0, ticket);
 		}
 
 		State withBase(long newBase, long[] newHoles) {
-			return new State(this.rate, this.start, newBase, this.limit, newHoles);
+			return new State(this.rate, this.start, newBase, this.limit, newHoles, this.charges);
+		}
+
+		State withCharge(long ticket, long n) {
+			long[] next = Arrays.copyOf(this.charges, this.charges.length + 2);
+			next[this.charges.length] = ticket; // the last claim: the charges stay in ticket order
+			next[this.charges.length + 1] = n;
+			return new State(this.rate, this.start, this.base, this.limit, this.holes, next);
 		}
 
 		State withHole(long ticket, long n) {

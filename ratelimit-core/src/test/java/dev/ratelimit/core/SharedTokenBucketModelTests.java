@@ -3,17 +3,23 @@ package dev.ratelimit.core;
 import java.math.BigInteger;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.SplittableRandom;
 
 import org.junit.jupiter.api.Test;
 
 /**
  * The rover bucket checked step by step against an exact token bucket written for the test: seeded
- * random sequences of tries, claims that wait, polls, give-ups, grants, releases, refunds, rate and
- * limit changes and clock moves (standing, going back, jumping years, at rates from one per century
- * to 10^9 per second), on a fake clock. Every decision, every readiness, every reported wait and the
- * available tokens must equal the reference's. A failure prints the seed, the bucket and the trace;
+ * random sequences of tries, claims that wait, polls, give-ups, grants, releases (permits closed),
+ * refunds of what a granted call took ({@code refundIf}, {@code settle} to a smaller cost), charges
+ * ({@code settle} to a larger cost, into debt, with callers waiting), rate and limit changes and clock
+ * moves (standing, going back, jumping years, at rates from one per century to 10^9 per second), on a
+ * fake clock. Every decision, every readiness, every reported wait, the available tokens and the
+ * tokens in flight must equal the reference's; a charge must leave every waiter's readiness and wait as
+ * they were, a refund must move them up at once, and a refund followed by the close of the call's
+ * permit must give its tokens back once. A failure prints the seed, the bucket and the trace;
  * {@code -Dmodel.seed=<seed>} replays one sequence, {@code -Dmodel.sequences=<n>} runs more.
  */
 class SharedTokenBucketModelTests {
@@ -65,14 +71,10 @@ class SharedTokenBucketModelTests {
 
 		private final List<Waiter> waiters = new ArrayList<>();
 
-		private final List<Permit> permits = new ArrayList<>();
-
-		private final List<Long> permitSizes = new ArrayList<>();
+		/** Granted calls whose tokens may still be refunded or (capped) released. */
+		private final List<Grant> grants = new ArrayList<>();
 
 		private final List<long[]> grabs = new ArrayList<>();
-
-		/** Tokens taken by tryAcquire in capped mode and not yet released or refunded. */
-		private long triedInFlight;
 
 		private long elapsed;
 
@@ -165,31 +167,34 @@ class SharedTokenBucketModelTests {
 
 		private void step() {
 			int op = this.random.nextInt(100);
-			if (op < 25) {
+			if (op < 22) {
 				moveClock();
 			}
-			else if (op < 45) {
+			else if (op < 38) {
 				tryAcquire();
 			}
-			else if (op < 60) {
+			else if (op < 52) {
 				reserve();
 			}
-			else if (op < 72) {
+			else if (op < 63) {
 				poll();
 			}
-			else if (op < 78) {
+			else if (op < 68) {
 				cancel();
 			}
-			else if (op < 84) {
+			else if (op < 74) {
 				closePermit();
 			}
-			else if (op < 88 && !this.capped) {
+			else if (op < 78 && !this.capped) {
 				grabAndMaybeGiveBack();
 			}
-			else if (op < 91) {
-				refundOrRelease();
+			else if (op < 86) {
+				refund();
 			}
-			else if (op < 95) {
+			else if (op < 93) {
+				charge();
+			}
+			else if (op < 96) {
 				updateRate();
 			}
 			else {
@@ -223,8 +228,21 @@ class SharedTokenBucketModelTests {
 			boolean actual = this.bucket.tryAcquire(n);
 			log("tryAcquire(%d) -> %s (reference %s)", n, actual, expected);
 			equal("tryAcquire(" + n + ")", actual, expected);
-			if (actual && this.capped) {
-				this.triedInFlight += n;
+			if (actual) {
+				// capped: the caller of tryAcquire releases what it took itself
+				granted(n, this.capped ? () -> this.bucket.release(n) : null);
+			}
+		}
+
+		private void granted(long n, Runnable close) {
+			this.grants.add(new Grant(n, close));
+			if (this.grants.size() > 32) {
+				// an old call is done: released if it was not yet, and forgotten
+				Grant old = this.grants.get(this.random.nextInt(this.grants.size() - 1));
+				if (old.close != null) {
+					closeGrant(old);
+				}
+				this.grants.remove(old);
 			}
 		}
 
@@ -294,11 +312,52 @@ class SharedTokenBucketModelTests {
 				this.ref.grant(w.claim);
 				this.waiters.remove(index);
 				log("permit #%d", w.claim.id);
-				if (this.capped) {
-					this.permits.add(permit);
-					this.permitSizes.add(w.claim.n);
-				}
+				granted(w.claim.n, this.capped ? () -> {
+					permit.close();
+					permit.close(); // releases once however often it is closed
+				} : null);
 			}
+		}
+
+		/**
+		 * Polls every waiter at the current instant and checks it against the reference, as
+		 * {@link #poll()} does, without granting; reads every grab's deficiency likewise. Returns the
+		 * delays (grabs: deficiencies) of those still waiting, by claim id.
+		 */
+		private Map<Integer, Long> pollAll(String when) {
+			Map<Integer, Long> delays = new HashMap<>();
+			for (Waiter w : new ArrayList<>(this.waiters)) {
+				long left = w.budget - Math.max(0, this.ref.time - w.start);
+				boolean covered = this.ref.covered(w.claim);
+				long rateWait = this.ref.rateWait(w.claim);
+				boolean awaitsRelease = !covered && rateWait == 0;
+				boolean refuse = !covered && (awaitsRelease ? left <= 0 : rateWait > left);
+				long delay;
+				try {
+					delay = w.reservation.poll();
+				}
+				catch (RateLimitExceededException ex) {
+					log("%s: poll #%d -> refused (reference covered=%s wait=%d left=%d)", when, w.claim.id, covered,
+							rateWait, left);
+					equal(when + ": refusal of a poll", true, refuse);
+					this.ref.giveUp(w.claim);
+					this.waiters.remove(w);
+					continue;
+				}
+				equal(when + ": refusal of a poll", false, refuse);
+				equal(when + ": readiness of claim #" + w.claim.id, delay == 0, covered);
+				if (!covered && !awaitsRelease) {
+					equal(when + ": wait of claim #" + w.claim.id, delay, rateWait);
+				}
+				delays.put(w.claim.id, delay);
+			}
+			for (long[] grab : this.grabs) {
+				Reference.Claim c = this.ref.byId((int) grab[2]);
+				long deficiency = this.bucket.deficiency(grab[0]);
+				equal(when + ": deficiency of a grab", deficiency, this.ref.deficiency(c));
+				delays.put(c.id, deficiency);
+			}
+			return delays;
 		}
 
 		private void cancel() {
@@ -315,17 +374,24 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void closePermit() {
-			if (this.permits.isEmpty()) {
+			List<Grant> open = this.grants.stream().filter((g) -> g.close != null).toList();
+			if (open.isEmpty()) {
 				return;
 			}
-			int index = this.random.nextInt(this.permits.size());
-			Permit permit = this.permits.remove(index);
-			long n = this.permitSizes.remove(index);
+			Grant grant = open.get(this.random.nextInt(open.size()));
+			closeGrant(grant);
+			if (grant.refunded == grant.n || this.random.nextBoolean()) {
+				this.grants.remove(grant); // (otherwise it may still refund, after its release)
+			}
+		}
+
+		/** Capped: the call's permit is closed (or tryAcquire's tokens released): all it was granted. */
+		private void closeGrant(Grant grant) {
 			this.ref.advance(this.clock.getAsLong());
-			permit.close();
-			permit.close(); // releases once however often it is closed
-			this.ref.release(n);
-			log("close permit of %d tokens (twice)", n);
+			grant.close.run();
+			this.ref.release(grant.n);
+			log("close the permit of a call of %d tokens (%d refunded before)", grant.n, grant.refunded);
+			grant.close = null;
 		}
 
 		private void grabAndMaybeGiveBack() {
@@ -354,30 +420,75 @@ class SharedTokenBucketModelTests {
 			}
 		}
 
-		private void refundOrRelease() {
-			this.ref.advance(this.clock.getAsLong());
-			if (this.capped) {
-				if (this.triedInFlight == 0) {
-					return;
-				}
-				long n = 1 + this.random.nextLong(this.triedInFlight);
-				this.triedInFlight -= n;
-				if (this.random.nextBoolean()) {
-					this.bucket.release(n);
-					this.ref.release(n);
-					log("release(%d)", n);
-				}
-				else {
-					this.bucket.refund(n);
-					this.ref.refund(n);
-					log("refund(%d)", n);
-				}
+		/**
+		 * A granted call gives back part or all of what it took ({@code refundIf}, {@code settle} to a
+		 * smaller cost), before or after its permit is closed: the waiters move up at once, and nobody
+		 * covered stops being covered.
+		 */
+		private void refund() {
+			List<Grant> refundable = this.grants.stream().filter((g) -> g.refunded < g.n).toList();
+			if (refundable.isEmpty()) {
 				return;
 			}
-			long n = 1 + this.random.nextLong(Math.min(this.ref.limit, 1000));
+			Grant grant = refundable.get(this.random.nextInt(refundable.size()));
+			long left = grant.n - grant.refunded;
+			long n = this.random.nextBoolean() ? left : 1 + this.random.nextLong(left);
+			this.ref.advance(this.clock.getAsLong());
+			Map<Integer, Long> before = pollAll("before refund");
+			Map<Integer, Long> referenceBefore = referenceWaits();
+			grant.refunded += n;
 			this.bucket.refund(n);
 			this.ref.refund(n);
-			log("refund(%d)", n);
+			log("refund(%d) of a call of %d tokens (%s)", n, grant.n, (grant.close != null) ? "permit open" : "released");
+			Map<Integer, Long> after = pollAll("after refund");
+			for (Map.Entry<Integer, Long> e : after.entrySet()) {
+				if (before.get(e.getKey()) == 0 && e.getValue() != 0) {
+					throw new AssertionError("refund: claim #" + e.getKey() + " was covered and is no longer");
+				}
+			}
+			for (Map.Entry<Integer, Long> e : referenceWaits().entrySet()) {
+				if (e.getValue() > referenceBefore.get(e.getKey())) {
+					throw new AssertionError("refund: the reference moved claim #" + e.getKey() + " back");
+				}
+			}
+		}
+
+		/**
+		 * A call turns out to cost more ({@code settle}): the excess is taken at once, even into debt, and
+		 * nobody already waiting moves (same readiness, same wait, same deficiency); capped, nothing more
+		 * is in flight (checked after every step).
+		 */
+		private void charge() {
+			long limit = this.ref.limit;
+			long n = switch (this.random.nextInt(10)) {
+				case 0 -> SharedTokenBucket.MAX_COST;
+				case 1 -> 1 + this.random.nextLong(Math.min(limit, 1_000_000) * 3);
+				default -> 1 + this.random.nextLong(Math.min(limit, 1_000_000));
+			};
+			this.ref.advance(this.clock.getAsLong());
+			Map<Integer, Long> before = pollAll("before charge");
+			Map<Integer, Long> referenceBefore = referenceWaits();
+			if (!this.ref.charge(n)) {
+				expectRejected(() -> this.bucket.charge(n), "charge(" + n + ")");
+				return;
+			}
+			this.bucket.charge(n);
+			log("charge(%d)", n);
+			Map<Integer, Long> after = pollAll("after charge");
+			equal("charge: the waiters' delays", after, before);
+			equal("charge: the reference's waits", referenceWaits(), referenceBefore);
+		}
+
+		/** The reference's rate waits (0: covered) of the waiters and deficiencies of the grabs, by claim id. */
+		private Map<Integer, Long> referenceWaits() {
+			Map<Integer, Long> waits = new HashMap<>();
+			for (Waiter w : this.waiters) {
+				waits.put(w.claim.id, this.ref.covered(w.claim) ? 0 : this.ref.rateWait(w.claim));
+			}
+			for (long[] grab : this.grabs) {
+				waits.put((int) grab[2], this.ref.deficiency(this.ref.byId((int) grab[2])));
+			}
+			return waits;
 		}
 
 		private void updateRate() {
@@ -442,11 +553,27 @@ class SharedTokenBucketModelTests {
 	private record Waiter(Reservation reservation, Reference.Claim claim, long start, long budget) {
 	}
 
+	/** A granted call: what it took, what it gave back so far, and (capped) how it releases, until it does. */
+	private static final class Grant {
+
+		final long n;
+
+		long refunded;
+
+		Runnable close;
+
+		Grant(long n, Runnable close) {
+			this.n = n;
+			this.close = close;
+		}
+	}
+
 	/**
-	 * The exact token bucket: {@code a / den} tokens available net of every queued claim (rational,
-	 * negative when owed), capped at the limit, growing by {@code num / den} per nanosecond of a time
-	 * that never goes back; a FIFO queue of claims; for capped release, {@code cap} = limit - tokens
-	 * in flight - tokens queued.
+	 * The exact token bucket: {@code a / den} tokens available net of every queued claim and every
+	 * charge (rational, negative when owed), capped at the limit, growing by {@code num / den} per
+	 * nanosecond of a time that never goes back; a FIFO queue of claims, with the charges made while
+	 * claims wait in it (they count for the rate of the claims ahead of them, not for the ceiling); for
+	 * capped release, {@code cap} = limit - tokens in flight - tokens queued (charges are neither).
 	 */
 	private static final class Reference {
 
@@ -521,11 +648,24 @@ class SharedTokenBucketModelTests {
 		}
 
 		Claim claim(long n) {
-			Claim c = new Claim(this.ids++, n);
+			Claim c = new Claim(this.ids++, n, false);
 			this.a = this.a.subtract(scaled(n));
 			this.cap -= n;
 			this.queue.add(c);
 			return c;
+		}
+
+		/** Takes {@code n} tokens into debt, behind every waiter; {@code false} (nothing taken) when too much is owed. */
+		boolean charge(long n) {
+			this.a = this.a.subtract(scaled(n));
+			if (owedTooMuch()) {
+				this.a = this.a.add(scaled(n));
+				return false;
+			}
+			if (this.queue.stream().anyMatch((c) -> !c.charge)) {
+				this.queue.add(new Claim(this.ids++, n, true));
+			}
+			return true;
 		}
 
 		boolean owedTooMuch() {
@@ -542,11 +682,12 @@ class SharedTokenBucketModelTests {
 			throw new AssertionError("no claim #" + id);
 		}
 
-		private long behind(Claim c) {
+		/** Tokens queued behind {@code c}: for the rate, claims and charges; for the ceiling, claims only. */
+		private long behind(Claim c, boolean forRate) {
 			long sum = 0;
 			boolean after = false;
 			for (Claim other : this.queue) {
-				if (after) {
+				if (after && (forRate || !other.charge)) {
 					sum += other.n;
 				}
 				if (other == c) {
@@ -557,20 +698,20 @@ class SharedTokenBucketModelTests {
 		}
 
 		boolean covered(Claim c) {
-			long behind = behind(c);
-			return this.a.add(scaled(behind)).signum() >= 0 && (!this.capped || this.cap + behind >= 0);
+			return this.a.add(scaled(behind(c, true))).signum() >= 0
+					&& (!this.capped || this.cap + behind(c, false) >= 0);
 		}
 
 		long deficiency(Claim c) {
-			BigInteger owed = this.a.add(scaled(behind(c))).negate();
+			BigInteger owed = this.a.add(scaled(behind(c, true))).negate();
 			BigInteger byRate = owed.signum() <= 0 ? BigInteger.ZERO : ceilDiv(owed, this.den);
-			long byCap = this.capped ? Math.max(0, -(this.cap + behind(c))) : 0;
+			long byCap = this.capped ? Math.max(0, -(this.cap + behind(c, false))) : 0;
 			return Math.max(byRate.longValueExact(), byCap);
 		}
 
 		/** The first whole nanosecond at which the rate covers the claim (0 when it does now). */
 		long rateWait(Claim c) {
-			BigInteger owed = this.a.add(scaled(behind(c))).negate();
+			BigInteger owed = this.a.add(scaled(behind(c, true))).negate();
 			if (owed.signum() <= 0) {
 				return 0;
 			}
@@ -586,11 +727,20 @@ class SharedTokenBucketModelTests {
 			this.queue.remove(c);
 			this.a = this.a.add(scaled(c.n)).min(limitScaled());
 			this.cap += c.n;
+			dropLeadingCharges();
 		}
 
 		void grant(Claim c) {
 			this.queue.remove(c);
 			this.inFlight += c.n;
+			dropLeadingCharges();
+		}
+
+		/** A charge with no claim ahead of it concerns nobody any more. */
+		private void dropLeadingCharges() {
+			while (!this.queue.isEmpty() && this.queue.get(0).charge) {
+				this.queue.remove(0);
+			}
 		}
 
 		void release(long n) {
@@ -598,10 +748,9 @@ class SharedTokenBucketModelTests {
 			this.inFlight -= n;
 		}
 
+		/** The rate only: capped, the tokens stay in flight until released. */
 		void refund(long n) {
 			this.a = this.a.add(scaled(n)).min(limitScaled());
-			this.cap += n;
-			this.inFlight -= Math.min(n, this.inFlight);
 		}
 
 		void updateRate(long tokens, long periodNanos) {
@@ -631,11 +780,11 @@ class SharedTokenBucketModelTests {
 					+ this.limit + " cap=" + this.cap + " inFlight=" + this.inFlight + " queue=" + this.queue;
 		}
 
-		record Claim(int id, long n) {
+		record Claim(int id, long n, boolean charge) {
 
 			@Override
 			public String toString() {
-				return "#" + this.id + ":" + this.n;
+				return (this.charge ? "charge#" : "#") + this.id + ":" + this.n;
 			}
 		}
 	}

@@ -213,6 +213,117 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
+	void aRefundAfterAGrantMakesTheTokensAvailableAtOnceButNeverAboveTheLimit() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
+				.clock(this.clock).build();
+		assertThat(bucket.tryAcquire(4)).isTrue();
+		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		bucket.refund(3);
+		assertThat(bucket.snapshot().available()).isEqualTo(9);
+		bucket.refund(1);
+		bucket.refund(5); // more than was taken: the bucket stays at its limit
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		this.clock.advance(Duration.ofMillis(150)); // a full bucket earns nothing meanwhile (I2)
+		assertThat(drain(bucket)).isEqualTo(10);
+		this.clock.advance(Duration.ofMillis(99));
+		assertThat(bucket.tryAcquire(1)).isFalse();
+	}
+
+	@Test
+	void aRefundGoesToTheFirstCallerInLineAtOnce() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).initial(3)
+				.clock(this.clock).build();
+		assertThat(bucket.tryAcquire(3)).isTrue();
+		Reservation first = bucket.reserve(2, Duration.ofSeconds(10));
+		Reservation second = bucket.reserve(2, Duration.ofSeconds(10));
+		assertThat(first.poll()).isEqualTo(Duration.ofMillis(200).toNanos());
+		assertThat(second.poll()).isEqualTo(Duration.ofMillis(400).toNanos());
+		bucket.refund(3);
+		assertThat(first.poll()).isZero();
+		assertThat(second.poll()).isEqualTo(Duration.ofMillis(100).toNanos());
+		assertThat(bucket.snapshot().available()).isZero();
+	}
+
+	@Test
+	void aChargeOfFiveOnAnEmptyTenPerSecondBucketMakesTheNextCallerWaitExactlyHalfASecondMore() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).initial(0)
+				.clock(this.clock).build();
+		long without = bucket.reserve(1, Duration.ofDays(1)).poll();
+		this.clock.advance(Duration.ofNanos(without)); // that caller gets its token; the bucket is empty again
+		bucket.charge(5);
+		long with = bucket.reserve(1, Duration.ofDays(1)).poll();
+		assertThat(with - without).isEqualTo(Duration.ofMillis(500).toNanos());
+		assertThat(bucket.snapshot().deficiency()).isEqualTo(6);
+	}
+
+	@Test
+	void aWaiterQueuedBeforeAChargeKeepsItsWaitAndTheCallersAfterItWaitForTheDebt() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).initial(0)
+				.clock(this.clock).build();
+		Reservation before = bucket.reserve(2, Duration.ofSeconds(10));
+		long grab = bucket.grab(1);
+		assertThat(before.poll()).isEqualTo(Duration.ofMillis(200).toNanos());
+		bucket.charge(5);
+		assertThat(before.poll()).isEqualTo(Duration.ofMillis(200).toNanos());
+		assertThat(bucket.deficiency(grab)).isEqualTo(3);
+		Reservation after = bucket.reserve(1, Duration.ofSeconds(10));
+		assertThat(after.poll()).isEqualTo(Duration.ofMillis(900).toNanos());
+		this.clock.advance(Duration.ofMillis(200));
+		assertThat(before.poll()).isZero();
+		assertThat(after.poll()).isEqualTo(Duration.ofMillis(700).toNanos());
+	}
+
+	@Test
+	void aChargeOnAFullBucketIsATake() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
+				.clock(this.clock).build();
+		this.clock.advance(Duration.ofMillis(1_050)); // full, and half of the next token earned: wasted (I2)
+		bucket.charge(4);
+		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		this.clock.advance(Duration.ofMillis(99));
+		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		this.clock.advance(Duration.ofMillis(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(7);
+	}
+
+	@Test
+	void refundsOfAnyAmountNeverWrapTheRovers() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		for (int i = 0; i < 8; i++) {
+			bucket.refund(SharedTokenBucket.MAX_COST);
+		}
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(bucket.snapshot().deficiency()).isZero();
+		assertThat(drain(bucket)).isEqualTo(10);
+	}
+
+	@Test
+	void refundAndChargeAreNotCallsAndCheckTheirArguments() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).name("db").stats(StatsRecorder.concurrent()).build();
+		assertThat(bucket.tryAcquire(4)).isTrue();
+		bucket.refund(0);
+		bucket.charge(0);
+		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		bucket.refund(4);
+		bucket.charge(12);
+		RateLimiterSnapshot s = bucket.snapshot();
+		assertThat(s.granted()).isEqualTo(1);
+		assertThat(s.rejected()).isZero();
+		assertThat(s.deficiency()).isEqualTo(2);
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.refund(-1)).withMessageContaining("n must be >= 0");
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.charge(-1)).withMessageContaining("n must be >= 0");
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.refund(SharedTokenBucket.MAX_COST + 1))
+				.withMessageContaining("n must be at most");
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.charge(SharedTokenBucket.MAX_COST + 1))
+				.withMessageContaining("n must be at most");
+		bucket.charge(SharedTokenBucket.MAX_COST - 2);
+		assertThatIllegalArgumentException().isThrownBy(() -> bucket.charge(1)).withMessageContaining("n (1)")
+				.withMessageContaining("'db'");
+		assertThat(bucket.snapshot().deficiency()).isEqualTo(SharedTokenBucket.MAX_COST);
+	}
+
+	@Test
 	void aWaiterThatGivesUpBehindOthersLetsTheCallersBehindItMoveUpAndNoneAheadOfIt() {
 		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
 		long ahead = bucket.grab(5);
@@ -422,12 +533,73 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
-	void aRefundInCappedModeGivesTheTokensBackToTheCeiling() {
+	void aRefundInCappedModeActsOnTheRateOnlyAndTheReleaseGivesTheTokensBackOnce() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().limit(2).cappedRelease(true).build();
+		Permit permit = bucket.acquire(2, Duration.ZERO);
+		bucket.refund(2);
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(2); // in flight until the permit is closed
+		assertThat(bucket.snapshot().available()).isZero();
+		permit.close();
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isEqualTo(2); // the rate had them back at once
+		assertThat(drain(bucket)).isEqualTo(2);
+		bucket.release(2);
+		this.clock.advance(Duration.ofDays(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(2); // never above the limit
+	}
+
+	@Test
+	void cappedRefundThenCloseLeavesExactlyTheLimitAvailableAndNothingInFlight() throws InterruptedException {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
+				.cappedRelease(true).clock(this.clock).build();
+		Permit permit = bucket.acquire(4, Duration.ZERO);
+		bucket.refund(4); // refundIf: the call does not count
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(4);
+		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		permit.close();
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		this.clock.advance(Duration.ofDays(1));
+		assertThat(bucket.tryAcquire(10)).isTrue();
+		assertThat(bucket.tryAcquire(1)).isFalse(); // given back once, not twice
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(10);
+	}
+
+	@Test
+	void aCappedChargeActsOnTheRateOnly() throws InterruptedException {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
+				.cappedRelease(true).clock(this.clock).build();
+		Permit permit = bucket.acquire(4, Duration.ZERO);
+		bucket.charge(9); // settle: the call cost 13
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(4);
+		assertThat(bucket.snapshot().deficiency()).isEqualTo(3);
+		permit.close();
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isZero();
+		this.clock.advance(Duration.ofSeconds(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(7);
+		assertThat(bucket.isIdle()).isFalse();
+		this.clock.advance(Duration.ofMillis(300));
+		assertThat(bucket.isIdle()).isTrue();
+	}
+
+	@Test
+	void aCappedWaiterForReleasesGainsNothingFromAChargeBehindIt() {
 		SharedTokenBucket bucket = perMillisecond().limit(2).cappedRelease(true).build();
 		assertThat(drain(bucket)).isEqualTo(2);
-		bucket.refund(2);
-		assertThat(bucket.snapshot().inFlight()).isZero();
-		assertThat(drain(bucket)).isEqualTo(2);
+		Reservation waiter = bucket.reserve(1, Duration.ofSeconds(1));
+		bucket.charge(1);
+		this.clock.advance(Duration.ofMillis(1));
+		assertThat(waiter.poll()).isEqualTo(AbstractReservation.RELEASE_POLL_NANOS); // still all in flight
+		Reservation behind = bucket.reserve(1, Duration.ofSeconds(1));
+		bucket.release(1);
+		assertThat(waiter.poll()).isZero();
+		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(2).toNanos()); // waits for the charge by rate
+		this.clock.advance(Duration.ofMillis(2));
+		assertThat(behind.poll()).isEqualTo(AbstractReservation.RELEASE_POLL_NANOS); // and for a release
+		bucket.release(1);
+		assertThat(behind.poll()).isZero();
+		assertThat(bucket.snapshot().inFlight()).isZero(); // the charge is not in flight
 	}
 
 	@Test
