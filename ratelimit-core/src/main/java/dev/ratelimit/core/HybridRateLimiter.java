@@ -70,9 +70,25 @@ import org.jspecify.annotations.Nullable;
  * claim (the tail moves back, or its claim becomes a hole that the callers behind it skip at once);
  * blocked waiters are woken to look again. ({@code HybridRateLimiterModelTests}).</li>
  * <li>P5. <b>Time never goes back</b>: a fill for an instant not after the last one does nothing.</li>
+ * <li>P6. <b>A refund and a charge change what the call took, nothing else.</b> Both first fill up to
+ * now (so the time before them is accounted as it was). {@link #refund(long) refund(n)} (a granted call
+ * gives operations back: {@code refundIf}, or {@code settle} to a smaller cost) moves the head up by
+ * {@code n}: the callers in line are covered first, in order (holes they reach fold, P4), and what would
+ * lift the pools above their size goes to the waiting pool (P1), as for a claim given back. So no
+ * schedule time is created or lost (P2): the operations granted net of refunds never exceed what the
+ * schedule made. This is exactly the state the pacer would be in had the call not run, when nothing
+ * else ran meanwhile and the burst ratio is 1.0; with a burst ratio above 1.0 the catch-up a lower level
+ * allowed meanwhile stays in the pools (the totals are the same, the split between the burst pool and
+ * the waiting pool may differ from such a history by at most the burst pool's size).
+ * {@link #charge(long) charge(n)} ({@code settle} to a larger cost) moves the tail by {@code n}, into
+ * debt if need be, without waiting or refusal: the tickets of the callers already waiting and the head
+ * do not move, so their waits do not change (nor does any later fill's effect on them: while they
+ * wait the level is negative and every fill goes to the head); callers that come after have tickets
+ * behind the charge and wait for it, in order. Neither is a call: the statistics do not change.
+ * ({@code HybridRateLimiterModelTests}).</li>
  * </ul>
- * Linearization points: every operation at its critical section. The lock is held for a few arithmetic
- * steps and never while a caller waits.
+ * Linearization points: every operation at its critical section (a refund or a charge too). The lock is
+ * held for a few arithmetic steps and never while a caller waits.
  *
  * <h2>Changing the rate</h2>
  * {@link #updateRate}, {@link #updateBurstRatio} and {@link #updateLimit} first fill under the old
@@ -302,6 +318,72 @@ public final class HybridRateLimiter implements RateLimiter {
 			return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), opsOf(s.activeMax), false,
 					Math.max(level, 0), Math.max(-level, 0), this.waitingCallers.get(), 0, this.stats.granted(),
 					this.stats.rejected(), pools, behindLocked());
+		}
+		finally {
+			this.lock.unlock();
+		}
+	}
+
+	/**
+	 * Gives back {@code n} operations that a granted call took, as if it had not run (P6): the head moves
+	 * up by {@code n}, so the callers in line are covered first, at once; what would lift the pools above
+	 * their size goes to the waiting pool (P1), as for a claim given back, so no schedule time is created
+	 * or lost. Waiters are woken to look again.
+	 *
+	 * @param n the operations given back, {@code >= 0}; more than the pools hold (a limit lowered since
+	 *        the call) is accepted and goes to the waiting pool, saturating at {@code 2^62} ticks
+	 * @throws IllegalArgumentException naming {@code n} when it is negative
+	 */
+	@Override
+	public void refund(long n) {
+		if (n < 0) {
+			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
+		}
+		if (n == 0) {
+			return;
+		}
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
+			// the level is at most cap (< 2^60) and the ticks at most 2^62: the sum is exact
+			addHead(saturatedProduct(n, this.settings.rate.denominator()));
+			foldReached();
+			capLevel();
+			capBacklog();
+		}
+		finally {
+			this.lock.unlock();
+		}
+		wakeAll();
+	}
+
+	/**
+	 * Takes {@code n} more operations now, never waiting and never refused, even into debt (P6): the tail
+	 * moves by {@code n}; callers already waiting keep their tickets and their waits, callers that come
+	 * after wait for the debt, in order.
+	 *
+	 * @param n the operations taken, {@code >= 0} (more than the pools hold is accepted: it is owed)
+	 * @throws IllegalArgumentException naming {@code n} when it is negative or would put more than
+	 *         {@code 2^61} ticks of operations in line (as for a claim); then nothing is taken
+	 */
+	@Override
+	public void charge(long n) {
+		if (n < 0) {
+			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
+		}
+		if (n == 0) {
+			return;
+		}
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
+			if (n > HUGE / 2 / this.settings.rate.denominator() || level() - ticks(n) < -(HUGE / 2)) {
+				throw new IllegalArgumentException("n (" + n + ") would put more than " + (HUGE / 2)
+						+ " ticks of operations in line" + of());
+			}
+			this.tail += n;
 		}
 		finally {
 			this.lock.unlock();

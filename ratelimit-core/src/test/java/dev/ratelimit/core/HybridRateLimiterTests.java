@@ -38,6 +38,77 @@ class HybridRateLimiterTests {
 	}
 
 	@Test
+	void aRefundAfterAGrantMakesTheOperationsAvailableAtOnceAndTheExcessGoesToTheWaitingPool() {
+		HybridRateLimiter pacer = pacer(10).limit(10).burstRatio(1.0).build();
+		assertThat(pacer.tryAcquire(4)).isTrue();
+		assertThat(pacer.snapshot().available()).isEqualTo(6.0);
+		pacer.refund(3);
+		assertThat(pacer.snapshot().available()).isEqualTo(9.0);
+		assertThat(pacer.behindSchedule()).isZero();
+		pacer.refund(4); // more than was taken: the pools stay at their size, no time is lost (P1, P2)
+		assertThat(pacer.snapshot().available()).isEqualTo(10.0);
+		assertThat(pacer.behindSchedule()).isEqualTo(Duration.ofMillis(300));
+	}
+
+	@Test
+	void aRefundCoversTheCallersInLineAtOnce() {
+		HybridRateLimiter pacer = pacer(10).limit(10).burstRatio(1.0).build();
+		assertThat(pacer.tryAcquire(10)).isTrue();
+		Reservation first = pacer.reserve(2, Duration.ofSeconds(10));
+		Reservation second = pacer.reserve(2, Duration.ofSeconds(10));
+		assertThat(second.poll()).isEqualTo(Duration.ofMillis(400).toNanos());
+		pacer.refund(3);
+		assertThat(first.poll()).isZero();
+		assertThat(second.poll()).isEqualTo(Duration.ofMillis(100).toNanos());
+	}
+
+	@Test
+	void aChargeOfFiveOnAnEmptyTenPerSecondPacerMakesTheNextCallerWaitExactlyHalfASecondMore() {
+		HybridRateLimiter pacer = pacer(10).limit(10).burstRatio(1.0).build();
+		assertThat(pacer.tryAcquire(10)).isTrue();
+		long without = pacer.reserve(1, Duration.ofDays(1)).poll();
+		this.clock.advance(Duration.ofNanos(without)); // that caller gets its operation; the pools are empty
+		pacer.charge(5);
+		long with = pacer.reserve(1, Duration.ofDays(1)).poll();
+		assertThat(with - without).isEqualTo(Duration.ofMillis(500).toNanos());
+		assertThat(pacer.snapshot().deficiency()).isEqualTo(6.0);
+	}
+
+	@Test
+	void aWaiterQueuedBeforeAChargeKeepsItsWait() {
+		HybridRateLimiter pacer = pacer(10).limit(10).burstRatio(1.0).build();
+		assertThat(pacer.tryAcquire(10)).isTrue();
+		Reservation before = pacer.reserve(2, Duration.ofSeconds(10));
+		assertThat(before.poll()).isEqualTo(Duration.ofMillis(200).toNanos());
+		pacer.charge(25); // more than the pools hold: owed
+		assertThat(before.poll()).isEqualTo(Duration.ofMillis(200).toNanos());
+		Reservation after = pacer.reserve(1, Duration.ofSeconds(10));
+		assertThat(after.poll()).isEqualTo(Duration.ofMillis(2_800).toNanos());
+		this.clock.advance(Duration.ofMillis(200));
+		assertThat(before.poll()).isZero();
+	}
+
+	@Test
+	void refundAndChargeAreNotCallsAndCheckTheirArguments() {
+		HybridRateLimiter pacer = pacer(10).limit(10).name("batch").stats(StatsRecorder.concurrent()).build();
+		assertThat(pacer.tryAcquire(4)).isTrue();
+		pacer.refund(0);
+		pacer.charge(0);
+		assertThat(pacer.snapshot().available()).isEqualTo(6.0);
+		pacer.refund(4);
+		pacer.charge(3);
+		RateLimiterSnapshot s = pacer.snapshot();
+		assertThat(s.granted()).isEqualTo(1);
+		assertThat(s.rejected()).isZero();
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer.refund(-1)).withMessageContaining("n must be >= 0");
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer.charge(-1)).withMessageContaining("n must be >= 0");
+		assertThatIllegalArgumentException().isThrownBy(() -> pacer.charge(Long.MAX_VALUE))
+				.withMessageContaining("n (" + Long.MAX_VALUE + ")").withMessageContaining("'batch'");
+		pacer.refund(Long.MAX_VALUE); // saturates into the waiting pool, never overflows
+		assertThat(pacer.snapshot().available()).isEqualTo(11.0);
+	}
+
+	@Test
 	void catchesUpATenthOfTheBacklogPerSecondWithBurstRatioOnePointOne() {
 		HybridRateLimiter pacer = pacer(1000).burstRatio(1.1).build();
 		this.clock.advance(Duration.ofSeconds(1));
