@@ -15,7 +15,8 @@ import static org.openjdk.jcstress.annotations.Expect.FORBIDDEN;
 
 /**
  * A caller gives back the 5 tokens it holds while another replenishes 8 ms of a 1 token/ms bucket of
- * limit 10 that held 5: in either order the bucket ends full, never above its limit.
+ * limit 10 that held 5: in either order the bucket ends full, never above its limit (replenished
+ * first, the refund lifts the head only the 2 tokens up to the limit, I7).
  */
 @JCStressTest
 @Outcome(id = "10", expect = ACCEPTABLE, desc = "the bucket ends full at its limit")
