@@ -104,12 +104,8 @@ public interface RateLimiter {
 	 * @param n tokens (for the pacer: operations) given back, {@code >= 0}, at most what the call took
 	 *        (more is accepted within the limiter's range and only fills it up to its limit)
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
-	 * @throws UnsupportedOperationException by a limiter that cannot give tokens back (the default,
-	 *         until every implementation has it)
 	 */
-	default void refund(long n) {
-		throw new UnsupportedOperationException(getClass().getSimpleName() + " does not refund");
-	}
+	void refund(long n);
 
 	/**
 	 * Takes {@code n} more tokens now, never waiting and never refused, even into debt: what a call
@@ -126,12 +122,8 @@ public interface RateLimiter {
 	 * @param n tokens (for the pacer: operations) taken, {@code >= 0}
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range, or when it would put
 	 *         more in line than the limiter counts exactly (then nothing is taken)
-	 * @throws UnsupportedOperationException by a limiter that cannot charge (the default, until every
-	 *         implementation has it)
 	 */
-	default void charge(long n) {
-		throw new UnsupportedOperationException(getClass().getSimpleName() + " does not charge");
-	}
+	void charge(long n);
 
 	/**
 	 * A consistent view of the limiter as of now; reading it moves the time that passed into the

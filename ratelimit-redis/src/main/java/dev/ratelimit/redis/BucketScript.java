@@ -42,8 +42,13 @@ final class BucketScript {
 
 		/** Take {@code n} tokens, waiting at most {@code maxwait}, or refuse. */
 		ACQUIRE("acquire"),
-		/** Give {@code n} tokens back (a claim given up); capped: also out of flight. */
+		/**
+		 * Give {@code n} tokens back (a claim given up, or a refund of a granted call), up to the limit;
+		 * capped: also out of flight when {@code id} names a lease.
+		 */
 		REFUND("refund"),
+		/** Take {@code n} more tokens now, into debt if need be, never in flight (a settle that costs more). */
+		CHARGE("charge"),
 		/** Capped release of a claim's tokens (its lease), once. */
 		RELEASE("release"),
 		/** A capped waiter leaves the queue without tokens. */

@@ -314,6 +314,49 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
+	 * Gives back tokens a granted call took (the rate only: a capped call's lease is still released by
+	 * its permit). Sent to Redis while it answers; while the bucket runs on its {@code local} failure
+	 * policy, to the local bucket the calls are taken from then (with {@code allow} or {@code deny} there
+	 * is nothing to give back to). Like a release, it is sent without waiting for the answer.
+	 */
+	@Override
+	public void refund(long n) {
+		adjust(Mode.REFUND, n);
+	}
+
+	/**
+	 * Takes {@code n} more tokens at once, into debt if need be (callers already waiting keep their
+	 * wait; later ones wait for the debt), on Redis or, while the bucket runs on its {@code local} failure
+	 * policy, on the local bucket. Sent without waiting for the answer.
+	 */
+	@Override
+	public void charge(long n) {
+		adjust(Mode.CHARGE, n);
+	}
+
+	private void adjust(Mode mode, long n) {
+		Settings s = this.settings;
+		if (n < 0 || n > s.maxCost()) {
+			throw new IllegalArgumentException("n must be between 0 and " + s.maxCost() + " for Redis bucket '"
+					+ this.name + "' (exact arithmetic in Lua doubles), was " + n);
+		}
+		if (n == 0) {
+			return;
+		}
+		if (isUp()) {
+			sendUnconditionally(mode, n, "");
+		}
+		else if (this.onFailure == OnFailure.LOCAL) {
+			if (mode == Mode.REFUND) {
+				this.fallback.refund(n);
+			}
+			else {
+				this.fallback.charge(n);
+			}
+		}
+	}
+
+	/**
 	 * Whether this instance has nothing going on with the bucket: nobody waiting here and no capped
 	 * tokens taken here in flight. The state itself lives in Redis (and expires there when full), so
 	 * such a bucket object can be dropped and made again without any caller seeing the difference.

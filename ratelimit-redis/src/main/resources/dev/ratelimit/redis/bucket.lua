@@ -12,7 +12,7 @@
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
---       mode (acquire | refund | release | leave | sync | retune | peek), id (<id>#<n>, capped claims),
+--       mode (acquire | refund | charge | release | leave | sync | retune | peek), id (<id>#<n>, capped claims),
 --       lease (us), then for retune: A, B, limit, tokens, period (ns)
 -- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns)}; code 1 =
 -- granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases (nothing
@@ -162,6 +162,10 @@ elseif mode == 'refund' then
     inflight = math.max(0, inflight - tokens_of(id))
     woken = true
   end
+elseif mode == 'charge' then
+  -- a settled call that cost more than it took: the excess is taken now, into debt if need be, so
+  -- later callers wait for it (callers already waiting hold their wait); never in flight
+  level = level - n
 elseif mode == 'release' then
   if redis.call('ZREM', leases, id) == 1 then
     inflight = math.max(0, inflight - tokens_of(id))

@@ -102,7 +102,7 @@ class RedisApplicationsTests {
 		}
 		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
 		together(runners, contexts, () -> {
-			endpoint(contexts.get(0)).update("tuned", null, 3L);
+			endpoint(contexts.get(0)).update("tuned", null, 3L, null);
 			long deadline = System.nanoTime() + Duration.ofSeconds(1).toNanos();
 			for (ConfigurableApplicationContext context : contexts.subList(1, 3)) {
 				// one call is all an instance needs to take the retune on
@@ -121,7 +121,7 @@ class RedisApplicationsTests {
 				}
 			}
 			assertThat(granted).isEqualTo(3);
-			endpoint(contexts.get(1)).update("tuned", new BigDecimal("200"), null);
+			endpoint(contexts.get(1)).update("tuned", new BigDecimal("200"), null, null);
 			assertThat(contexts.get(2).getBean("tuned", RateLimiter.class).snapshot().rate()).isEqualTo(200);
 			assertThat(endpoint(contexts.get(2)).bucket("tuned").rate())
 				.isEqualByComparingTo("200");

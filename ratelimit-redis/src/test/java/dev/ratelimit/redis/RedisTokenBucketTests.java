@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.StatsRecorder;
+import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -163,6 +164,48 @@ class RedisTokenBucketTests {
 		assertThat(got).isTrue();
 		b.release(1);
 		second.close();
+	}
+
+	@Test
+	void refundAndChargeChangeTheLevelEveryInstanceShares() throws InterruptedException {
+		RedisTokenBucket a = RedisTokenBucket.builder().name("settle").connectionFactory(client())
+			.rate(1, Duration.ofHours(1)).limit(5).build();
+		RedisTokenBucket b = RedisTokenBucket.builder().name("settle").connectionFactory(client())
+			.rate(1, Duration.ofHours(1)).limit(5).build();
+		for (int i = 0; i < 5; i++) {
+			assertThat(a.tryAcquire(1)).isTrue();
+		}
+		a.refund(2);
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> b.snapshot().available() == 2);
+		// never above the limit
+		a.refund(100);
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> b.snapshot().available() == 5);
+		b.charge(7);
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> a.snapshot().available() == 0);
+		// 2 tokens of debt: the next token is three hours away
+		assertThatThrownBy(() -> a.acquire(1, Duration.ZERO)).isInstanceOfSatisfying(
+				RateLimitExceededException.class,
+				(ex) -> assertThat(ex.getRetryAfter()).isBetween(Duration.ofMinutes(179), Duration.ofMinutes(181)));
+		assertThatThrownBy(() -> a.refund(-1)).isInstanceOf(IllegalArgumentException.class).hasMessageContaining("n");
+	}
+
+	@Test
+	void withCappedReleaseARefundActsOnTheRateAndTheLeaseIsStillReleasedOnce() throws InterruptedException {
+		RedisTokenBucket bucket = RedisTokenBucket.builder().name("capped-refund").connectionFactory(client())
+			.rate(1, Duration.ofHours(1)).limit(2).cappedRelease(true).build();
+		Permit permit = bucket.acquire(2, Duration.ZERO);
+		bucket.refund(2);
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> bucket.snapshot().available() == 0
+				&& bucket.snapshot().inFlight() == 2 && levelOf(bucket) == 2);
+		permit.close();
+		permit.close();
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> bucket.snapshot().inFlight() == 0);
+		assertThat(bucket.snapshot().available()).isEqualTo(2);
+	}
+
+	private static long levelOf(RedisTokenBucket bucket) {
+		String level = (String) new StringRedisTemplate(client()).opsForHash().get(bucket.key(), "l");
+		return (level != null) ? Long.parseLong(level) : -1;
 	}
 
 	@Test
