@@ -38,7 +38,9 @@ import org.springframework.core.env.MapPropertySource;
 /**
  * What {@code @RateLimited} adds to a call: the same bean method called directly, through the Spring
  * proxy that takes a token from a bucket no caller exhausts (every call granted, none waits), and
- * through Resilience4j's {@code @RateLimiter} aspect with a limiter no caller exhausts either.
+ * through Resilience4j's {@code @RateLimiter} aspect with a limiter no caller exhausts either. Also
+ * the general path of the annotation: a method with two buckets ({@code twoBuckets}, to compare with
+ * {@code rateLimited}: issue #15 asks for at most 2x) and one with {@code settle} ({@code settled}).
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
@@ -62,7 +64,8 @@ public class AnnotationBenchmark {
 		this.context.getEnvironment()
 			.getPropertySources()
 			.addFirst(new MapPropertySource("bench", Map.of("ratelimit.buckets.bench.rate", "1000000000",
-					"ratelimit.buckets.bench.limit", "1000000000")));
+					"ratelimit.buckets.bench.limit", "1000000000", "ratelimit.buckets.second.rate", "1000000000",
+					"ratelimit.buckets.second.limit", "1000000000")));
 		this.context.register(RateLimitAutoConfiguration.class, Work.class);
 		this.context.refresh();
 		this.proxied = this.context.getBean(Work.class);
@@ -105,6 +108,16 @@ public class AnnotationBenchmark {
 	}
 
 	@Benchmark
+	public long twoBuckets() {
+		return this.proxied.twice();
+	}
+
+	@Benchmark
+	public long settled() {
+		return this.proxied.settled();
+	}
+
+	@Benchmark
 	public long resilience4jAspect() {
 		return this.resilience4j.next();
 	}
@@ -127,6 +140,17 @@ public class AnnotationBenchmark {
 
 		@RateLimited("bench")
 		public long next() {
+			return ++this.count;
+		}
+
+		@RateLimited("bench")
+		@RateLimited("second")
+		public long twice() {
+			return ++this.count;
+		}
+
+		@RateLimited(value = "bench", settle = "1")
+		public long settled() {
 			return ++this.count;
 		}
 	}

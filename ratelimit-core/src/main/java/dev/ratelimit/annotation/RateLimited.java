@@ -3,6 +3,7 @@ package dev.ratelimit.annotation;
 import java.lang.annotation.Documented;
 import java.lang.annotation.ElementType;
 import java.lang.annotation.Inherited;
+import java.lang.annotation.Repeatable;
 import java.lang.annotation.Retention;
 import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
@@ -21,13 +22,15 @@ import java.lang.annotation.Target;
  * }</pre>
  *
  * <p>On a class, it applies to every public method the class declares or inherits (not those of
- * {@code Object}); an annotation on a method wins over the one on its class. The annotation carries
+ * {@code Object}); an annotation on a method wins over the one on its class. Repeated (contract
+ * revision 2, container {@link RateLimits}), a call takes from every bucket or from none. The annotation carries
  * no behaviour by itself: the Spring Boot starter ({@code ratelimit-spring-boot-starter}) applies it.
  */
 @Target({ ElementType.METHOD, ElementType.TYPE })
 @Retention(RetentionPolicy.RUNTIME)
 @Inherited
 @Documented
+@Repeatable(RateLimits.class)
 public @interface RateLimited {
 
 	/**
@@ -77,4 +80,29 @@ public @interface RateLimited {
 	 * @return the fallback method's name, or empty for none
 	 */
 	String fallback() default "";
+
+	/**
+	 * Whether to give the call's tokens back when it completes (contract revision 2): a SpEL expression
+	 * over the method's parameters, {@code #result} (the return value, or the value the stage or
+	 * {@code Mono} completed with; {@code null} for a {@code Flux}, void and a failure) and
+	 * {@code #exception} (the throwable the call ended with, or {@code null}), evaluated when the call
+	 * completes. When true, the tokens are available again at once, as if the call had not run
+	 * ({@code "#result.ok()"} counts only failed logins, {@code "#exception != null"} only successes).
+	 * A capped bucket still releases on completion as always. Empty (the default): never.
+	 *
+	 * @return the refund condition, or empty for none
+	 */
+	String refundIf() default "";
+
+	/**
+	 * The call's real cost, known when it completes (contract revision 2): a SpEL expression evaluated
+	 * as {@link #refundIf()} is, giving a whole number {@code >= 0}. The difference from
+	 * {@link #cost()} is given back when smaller, or taken without waiting when larger: callers already
+	 * waiting keep their place, and the callers that come after wait for the excess, in order
+	 * ({@code "#result.usedTokens()"} for an LLM call priced by its real usage). Evaluated only when
+	 * {@code refundIf} is not true. Empty (the default): the cost stands.
+	 *
+	 * @return the real-cost expression, or empty for none
+	 */
+	String settle() default "";
 }

@@ -12,8 +12,18 @@ public final class BucketDefinitions {
 
 	private final Map<String, BucketDefinition> definitions;
 
+	private final Map<String, BucketMode> modes;
+
+	private final boolean allShadow;
+
 	BucketDefinitions(Map<String, BucketDefinition> definitions) {
+		this(definitions, Map.of(), false);
+	}
+
+	BucketDefinitions(Map<String, BucketDefinition> definitions, Map<String, BucketMode> modes, boolean allShadow) {
 		this.definitions = Collections.unmodifiableMap(new LinkedHashMap<>(definitions));
+		this.modes = Map.copyOf(modes);
+		this.allShadow = allShadow;
 	}
 
 	/**
@@ -25,8 +35,34 @@ public final class BucketDefinitions {
 	 */
 	public static BucketDefinitions of(RateLimitProperties properties) {
 		Map<String, BucketDefinition> definitions = new LinkedHashMap<>();
-		properties.getBuckets().forEach((name, bucket) -> definitions.put(name, BucketDefinition.of(name, bucket)));
-		return new BucketDefinitions(definitions);
+		Map<String, BucketMode> modes = new LinkedHashMap<>();
+		properties.getBuckets().forEach((name, bucket) -> {
+			definitions.put(name, BucketDefinition.of(name, bucket));
+			if (bucket.getMode() == null) {
+				throw RateLimitConfigurationException.invalidProperty(name, "mode", null, "enforce or shadow");
+			}
+			modes.put(name, bucket.getMode());
+		});
+		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW);
+	}
+
+	/**
+	 * The mode a bucket starts in: its own {@code mode}.
+	 *
+	 * @param name the bucket name
+	 * @return the configured mode, {@link BucketMode#ENFORCE} when none is configured
+	 */
+	public BucketMode mode(String name) {
+		return this.modes.getOrDefault(name, BucketMode.ENFORCE);
+	}
+
+	/**
+	 * Whether {@code ratelimit.mode: shadow} puts every bucket in shadow mode, whatever its own mode.
+	 *
+	 * @return {@code true} for {@code ratelimit.mode: shadow}
+	 */
+	public boolean allShadow() {
+		return this.allShadow;
 	}
 
 	/**

@@ -22,7 +22,7 @@ final class BucketMaker {
 
 	private final ListableBeanFactory beanFactory;
 
-	private final Map<String, StatsRecorder> stats = new ConcurrentHashMap<>();
+	private final Map<String, BucketStats> stats = new ConcurrentHashMap<>();
 
 	/** The clock and the backends, looked up once (a new key's bucket must not search the context). */
 	private volatile @Nullable LongSupplier clock;
@@ -46,9 +46,16 @@ final class BucketMaker {
 				(key != null) ? String.valueOf(key) : null);
 	}
 
-	private StatsRecorder stats(BucketDefinition definition) {
-		return this.stats.computeIfAbsent(definition.name(),
-				(name) -> this.beanFactory.getBean(BucketStatsFactory.class).create(name));
+	/**
+	 * The bucket's one statistics recorder, which also holds its mode.
+	 */
+	BucketStats stats(BucketDefinition definition) {
+		return this.stats.computeIfAbsent(definition.name(), (name) -> {
+			BucketDefinitions definitions = this.beanFactory.getBean(RateLimitBucketRegistrar.DEFINITIONS_BEAN_NAME,
+					BucketDefinitions.class);
+			StatsRecorder counts = this.beanFactory.getBean(BucketStatsFactory.class).create(name);
+			return new BucketStats(counts, definitions.mode(name), definitions.allShadow());
+		});
 	}
 
 	private LongSupplier clock() {

@@ -32,7 +32,7 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "keys.max");
+			"redis.on-failure", "redis.lease", "keys.max", "mode");
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
 			"redis.lease");
@@ -43,7 +43,8 @@ final class BucketPropertyChecks {
 	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES = Map.of(
 			"type", Map.entry(values(BucketType.values()), "shared or hybrid"),
 			"backend", Map.entry(values(Backend.values()), "local or redis"),
-			"redis.on-failure", Map.entry(values(OnFailure.values()), "allow, deny or local"));
+			"redis.on-failure", Map.entry(values(OnFailure.values()), "allow, deny or local"),
+			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
 

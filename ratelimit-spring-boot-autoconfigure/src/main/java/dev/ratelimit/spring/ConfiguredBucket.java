@@ -24,10 +24,18 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	private final List<Consumer<KeyedBuckets>> whenKeyed = new ArrayList<>();
 
-	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker) {
+	private final BucketStats stats;
+
+	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats) {
 		this.definition = definition;
 		this.limiter = limiter;
 		this.maker = maker;
+		this.stats = stats;
+	}
+
+	@Override
+	public BucketStats stats() {
+		return this.stats;
 	}
 
 	@Override

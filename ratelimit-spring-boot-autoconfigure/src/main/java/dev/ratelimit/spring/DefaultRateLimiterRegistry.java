@@ -6,6 +6,9 @@ import java.util.Optional;
 import java.util.Set;
 import java.util.function.Function;
 
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.StatsRecorder;
+
 /**
  * The registry of the configured buckets, each with the limiter bean named after it.
  */
@@ -21,7 +24,12 @@ final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
 			@org.jspecify.annotations.Nullable BucketMaker maker) {
 		Map<String, ConfiguredBucket> map = new LinkedHashMap<>();
 		definitions.asMap()
-			.forEach((name, definition) -> map.put(name, new ConfiguredBucket(definition, limiters.apply(name), maker)));
+			.forEach((name, definition) -> {
+				RateLimiter limiter = limiters.apply(name);
+				BucketStats stats = (maker != null) ? maker.stats(definition)
+						: new BucketStats(StatsRecorder.disabled(), definitions.mode(name), definitions.allShadow());
+				map.put(name, new ConfiguredBucket(definition, limiter, maker, stats));
+			});
 		this.buckets = map;
 	}
 

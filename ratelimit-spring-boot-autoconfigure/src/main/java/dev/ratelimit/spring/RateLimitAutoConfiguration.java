@@ -86,9 +86,11 @@ public final class RateLimitAutoConfiguration {
 
 	@Bean
 	@ConditionalOnMissingBean
-	RateLimitExecutors rateLimitExecutors(
+	RateLimitExecutors rateLimitExecutors(RateLimitProperties properties,
 			@Qualifier(RateLimitExecutors.RUNNER_BEAN_NAME) ObjectProvider<Executor> runner) {
-		return new RateLimitExecutors(runner.getIfAvailable());
+		RateLimitProperties.ExecutorSettings executor = properties.getExecutor();
+		return new RateLimitExecutors(runner.getIfAvailable(), executor.getMaxThreads(), executor.isVirtualThreads(),
+				executor.isPropagateContext());
 	}
 
 	@Bean

@@ -46,9 +46,17 @@ public class RateLimitProperties {
 	 */
 	private Map<String, Bucket> buckets = new LinkedHashMap<>();
 
+	/**
+	 * Mode of every bucket: shadow puts every bucket in shadow mode (it decides but never holds a call
+	 * back), whatever the bucket's own mode says; enforce (the default) leaves each bucket's mode.
+	 */
+	private BucketMode mode = BucketMode.ENFORCE;
+
 	private final HealthSettings health = new HealthSettings();
 
 	private final Web web = new Web();
+
+	private final ExecutorSettings executor = new ExecutorSettings();
 
 	public boolean isEnabled() {
 		return this.enabled;
@@ -66,6 +74,14 @@ public class RateLimitProperties {
 		this.interceptorOrder = interceptorOrder;
 	}
 
+	public BucketMode getMode() {
+		return this.mode;
+	}
+
+	public void setMode(BucketMode mode) {
+		this.mode = mode;
+	}
+
 	public Map<String, Bucket> getBuckets() {
 		return this.buckets;
 	}
@@ -80,6 +96,59 @@ public class RateLimitProperties {
 
 	public Web getWeb() {
 		return this.web;
+	}
+
+	public ExecutorSettings getExecutor() {
+		return this.executor;
+	}
+
+	/**
+	 * The threads on which CompletionStage methods that had to wait for their tokens run (an Executor
+	 * bean named rateLimitTaskExecutor replaces them).
+	 */
+	public static class ExecutorSettings {
+
+		/**
+		 * Most threads running delayed calls at once; 0 (the default) makes them as needed, and idle ones
+		 * end after a minute. Calls beyond the most wait in line for a thread.
+		 */
+		private int maxThreads;
+
+		/**
+		 * Whether delayed calls run on virtual threads, one per call (needs Java 21 or later).
+		 */
+		private boolean virtualThreads;
+
+		/**
+		 * Whether a delayed call runs with the caller's context (MDC, security, observation: every
+		 * ThreadLocalAccessor registered with Micrometer's ContextRegistry), when
+		 * io.micrometer:context-propagation is on the class path.
+		 */
+		private boolean propagateContext = true;
+
+		public int getMaxThreads() {
+			return this.maxThreads;
+		}
+
+		public void setMaxThreads(int maxThreads) {
+			this.maxThreads = maxThreads;
+		}
+
+		public boolean isVirtualThreads() {
+			return this.virtualThreads;
+		}
+
+		public void setVirtualThreads(boolean virtualThreads) {
+			this.virtualThreads = virtualThreads;
+		}
+
+		public boolean isPropagateContext() {
+			return this.propagateContext;
+		}
+
+		public void setPropagateContext(boolean propagateContext) {
+			this.propagateContext = propagateContext;
+		}
 	}
 
 	/**
@@ -191,6 +260,20 @@ public class RateLimitProperties {
 		private final Redis redis = new Redis();
 
 		private final Keys keys = new Keys();
+
+		/**
+		 * enforce (the default): the bucket holds calls back; shadow: it decides as usual but never
+		 * holds a call back, counting what it would have refused as shadow-rejected.
+		 */
+		private BucketMode mode = BucketMode.ENFORCE;
+
+		public BucketMode getMode() {
+			return this.mode;
+		}
+
+		public void setMode(BucketMode mode) {
+			this.mode = mode;
+		}
 
 		public BucketType getType() {
 			return this.type;

@@ -54,6 +54,14 @@ public interface RegisteredBucket {
 	Duration maxWait();
 
 	/**
+	 * The bucket's statistics and mode (contract revision 2: shadow mode), shared by every limiter of
+	 * the bucket. For a limiter bean the application defined itself, the mode only.
+	 *
+	 * @return the statistics
+	 */
+	BucketStats stats();
+
+	/**
 	 * The limiter that enforces the bucket (the bean named after the bucket).
 	 *
 	 * @return the limiter

@@ -28,8 +28,8 @@ import dev.ratelimit.spring.RegisteredBucket;
  * @param rejected calls refused since start
  * @param pools hybrid: the pool levels in operations; shared: {@code null}
  * @param behindSchedule hybrid: how far callers are behind, ISO-8601; shared: {@code PT0S}
- * @param mode {@code enforce} (shadow mode, which decides without holding calls back, is not built
- *        yet: every bucket enforces)
+ * @param mode {@code enforce}, or {@code shadow} when the bucket decides without holding calls back
+ *        (its own mode, or {@code ratelimit.mode: shadow}); a key's bucket shows its template's
  * @param keys keys with a bucket of their own now (0 for a bucket never used with a key, and in the
  *        view of one key's bucket)
  */
@@ -79,7 +79,8 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		}
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
-				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(), "enforce", keys);
+				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
+				bucket.stats().mode().value(), keys);
 	}
 
 	/** Whole numbers as integers, others as they are. */

@@ -7,6 +7,7 @@ import java.util.function.ToDoubleFunction;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.BucketType;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.BackendHealth;
@@ -33,7 +34,8 @@ public class RateLimitMeterBinder implements MeterBinder {
 	 * One description for every outcome: Prometheus writes one {@code HELP} line per meter name, so it
 	 * must describe the meter, not one of its outcomes.
 	 */
-	static final String CALLS_DESCRIPTION = "Calls to a rate-limited bucket, by outcome: granted, rejected";
+	static final String CALLS_DESCRIPTION = "Calls to a rate-limited bucket, by outcome: granted, rejected,"
+			+ " shadow-rejected (refused by a bucket in shadow mode, and let through)";
 
 
 	private final RateLimiterRegistry registry;
@@ -63,6 +65,10 @@ public class RateLimitMeterBinder implements MeterBinder {
 			.register(meters);
 		FunctionCounter.builder("ratelimit.calls", limiter, (l) -> l.snapshot().rejected())
 			.tags("bucket", name, "outcome", "rejected")
+			.description(CALLS_DESCRIPTION)
+			.register(meters);
+		FunctionCounter.builder("ratelimit.calls", bucket.stats(), BucketStats::shadowRejected)
+			.tags("bucket", name, "outcome", "shadow-rejected")
 			.description(CALLS_DESCRIPTION)
 			.register(meters);
 		Timer.builder("ratelimit.wait")

@@ -5,6 +5,7 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.BucketMode;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.jspecify.annotations.Nullable;
@@ -25,7 +26,8 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * changes the bucket in place (the period stays; time that passed is counted at the old rate first;
  * waiters keep their place) and returns the new view; a value the configuration would reject gets
  * 400 with the same message (the error's reason; Boot's error body shows it as {@code message} when
- * {@code server.error.include-message=always}).</li>
+ * {@code server.error.include-message=always}); {@code {"mode": "shadow"}} or {@code {"mode": "enforce"}}
+ * switches the bucket's mode (contract revision 2), alone or with a rate and a limit.</li>
  * </ul>
  *
  * <p>Like every actuator endpoint it is available over JMX, and over HTTP only when the application
@@ -91,26 +93,47 @@ public class RateLimitsEndpoint {
 	}
 
 	/**
-	 * Changes a bucket's rate and/or limit in place.
+	 * Changes a bucket's rate and/or limit in place, and/or switches its mode. The mode is checked
+	 * before anything changes, so a request that is refused changes nothing.
 	 *
 	 * @param name the bucket name
 	 * @param rate the new rate per the configured period, or {@code null} to keep it
 	 * @param limit the new limit, or {@code null} to keep it
+	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view
 	 */
 	@WriteOperation
-	public BucketView update(@Selector String name, @Nullable BigDecimal rate, @Nullable Long limit) {
+	public BucketView update(@Selector String name, @Nullable BigDecimal rate, @Nullable Long limit,
+			@Nullable String mode) {
 		RegisteredBucket bucket = this.registry.find(name)
 			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
 					+ String.join(", ", this.registry.names())));
-		if (rate == null && limit == null) {
-			throw invalid("Give a rate and/or a limit, e.g. {\"rate\": 200}");
+		if (rate == null && limit == null && mode == null) {
+			throw invalid("Give a rate, a limit and/or a mode, e.g. {\"rate\": 200} or {\"mode\": \"shadow\"}");
 		}
-		try {
-			bucket.update(rate, limit);
+		BucketMode next = null;
+		if (mode != null) {
+			next = BucketMode.of(mode);
+			if (next == null) {
+				throw invalid("mode '" + mode + "' of bucket '" + name + "' is not a mode; expected enforce or shadow");
+			}
+			try {
+				bucket.stats().checkMode(next);
+			}
+			catch (IllegalArgumentException ex) {
+				throw invalid(ex.getMessage());
+			}
 		}
-		catch (IllegalArgumentException ex) {
-			throw invalid(ex.getMessage());
+		if (rate != null || limit != null) {
+			try {
+				bucket.update(rate, limit);
+			}
+			catch (IllegalArgumentException ex) {
+				throw invalid(ex.getMessage());
+			}
+		}
+		if (next != null) {
+			bucket.stats().mode(next);
 		}
 		return BucketView.of(bucket);
 	}

@@ -32,22 +32,24 @@ public class RateLimitsWebEndpointExtension {
 	}
 
 	/**
-	 * Changes a bucket's rate and/or limit in place, as {@link RateLimitsEndpoint#update} does.
+	 * Changes a bucket's rate and/or limit in place and/or switches its mode, as
+	 * {@link RateLimitsEndpoint#update} does.
 	 *
 	 * @param name the bucket name
 	 * @param rate the new rate per the configured period, or {@code null} to keep it
 	 * @param limit the new limit, or {@code null} to keep it
+	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
 	 *         would reject
 	 */
 	@WriteOperation
 	public WebEndpointResponse<Object> update(@Selector String name, @Nullable BigDecimal rate,
-			@Nullable Long limit) {
+			@Nullable Long limit, @Nullable String mode) {
 		if (this.endpoint.bucket(name) == null) {
 			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
 		}
 		try {
-			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit));
+			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit, mode));
 		}
 		catch (InvalidEndpointRequestException ex) {
 			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());

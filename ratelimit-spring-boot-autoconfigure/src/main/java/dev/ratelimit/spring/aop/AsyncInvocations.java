@@ -3,12 +3,9 @@ package dev.ratelimit.spring.aop;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
-import java.util.concurrent.Executor;
-import java.util.concurrent.ForkJoinPool;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.UnaryOperator;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -32,6 +29,7 @@ final class AsyncInvocations {
 	static CompletableFuture<Object> invoke(InvocationPlan plan, MethodInvocation invocation,
 			RateLimitExecutors executors) {
 		CompletableFuture<Object> result = new CompletableFuture<>();
+		UnaryOperator<Runnable> context = executors.captureContext();
 		Reservation reservation;
 		try {
 			reservation = plan.reserve(invocation);
@@ -50,9 +48,10 @@ final class AsyncInvocations {
 		AtomicLong round = new AtomicLong();
 		reservation.onWake(() -> {
 			long next = round.incrementAndGet();
-			executors.timer().execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next));
+			executors.timer()
+				.execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next, context));
 		});
-		poll(plan, executors, reservation, invocation, result, true, round, 0);
+		poll(plan, executors, reservation, invocation, result, true, round, 0, context);
 		return result;
 	}
 
@@ -74,29 +73,30 @@ final class AsyncInvocations {
 			result.completeExceptionally(failure);
 			return;
 		}
-		complete(stage, result, null);
+		complete(stage, result, null, plan, invocation);
 	}
 
 	/**
-	 * Completes the call's future as the returned stage completes, closing the permit first; a
-	 * {@code null} stage completes it with {@code null}.
+	 * Completes the call's future as the returned stage completes, evaluating the completion
+	 * attributes and closing the permit first; a {@code null} stage completes it with {@code null}.
 	 */
-	private static void complete(@Nullable Object stage, CompletableFuture<Object> result, @Nullable Permit permit) {
+	private static void complete(@Nullable Object stage, CompletableFuture<Object> result, @Nullable Permit permit,
+			InvocationPlan plan, MethodInvocation invocation) {
 		if (stage == null) {
 			if (permit != null) {
-				permit.close();
+				finish(plan, permit, invocation, null, null);
 			}
 			result.complete(null);
 			return;
 		}
 		((CompletionStage<?>) stage).whenComplete((value, failure) -> {
+			Throwable cause = (failure instanceof CompletionException && failure.getCause() != null)
+					? failure.getCause() : failure;
 			if (permit != null) {
-				permit.close();
+				finish(plan, permit, invocation, value, cause);
 			}
-			if (failure != null) {
-				result.completeExceptionally(
-						(failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
-								: failure);
+			if (cause != null) {
+				result.completeExceptionally(cause);
 			}
 			else {
 				result.complete(value);
@@ -104,9 +104,20 @@ final class AsyncInvocations {
 		});
 	}
 
+	/** The call completed: {@code refundIf} and {@code settle}, then the release. */
+	private static void finish(InvocationPlan plan, Permit permit, MethodInvocation invocation,
+			@Nullable Object value, @Nullable Throwable failure) {
+		try {
+			plan.completed(permit, invocation, value, failure);
+		}
+		finally {
+			permit.close();
+		}
+	}
+
 	private static void poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
 			MethodInvocation invocation, CompletableFuture<Object> result, boolean callerThread, AtomicLong round,
-			long mine) {
+			long mine, UnaryOperator<Runnable> context) {
 		if (round.get() != mine) {
 			return; // a wake-up started a newer round of polls
 		}
@@ -127,8 +138,8 @@ final class AsyncInvocations {
 		}
 		if (delay > 0) {
 			executors.timer()
-				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine), delay,
-						TimeUnit.NANOSECONDS);
+				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine, context),
+						delay, TimeUnit.NANOSECONDS);
 			return;
 		}
 		Permit permit;
@@ -139,11 +150,11 @@ final class AsyncInvocations {
 			return; // cancelled meanwhile: the future is done
 		}
 		if (callerThread) {
-			run(permit, invocation, result);
+			run(plan, permit, invocation, result);
 		}
 		else {
 			try {
-				executors.runner().execute(() -> run(permit, invocation, result));
+				executors.runner().execute(context.apply(() -> run(plan, permit, invocation, result)));
 			}
 			catch (RuntimeException ex) {
 				// the executor refused (the application is shutting down): nothing ran, the tokens go back
@@ -153,17 +164,18 @@ final class AsyncInvocations {
 		}
 	}
 
-	private static void run(Permit permit, MethodInvocation invocation, CompletableFuture<Object> result) {
+	private static void run(InvocationPlan plan, Permit permit, MethodInvocation invocation,
+			CompletableFuture<Object> result) {
 		Object returned;
 		try {
 			returned = invocation.proceed();
 		}
 		catch (Throwable ex) {
-			permit.close();
+			finish(plan, permit, invocation, null, ex);
 			result.completeExceptionally(ex);
 			return;
 		}
-		complete(returned, result, permit);
+		complete(returned, result, permit, plan, invocation);
 		if (returned == null) {
 			return;
 		}

@@ -9,7 +9,9 @@ import java.util.concurrent.CompletionStage;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
 
+import org.springframework.core.KotlinDetector;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 
@@ -25,9 +27,13 @@ final class FallbackMethod {
 
 	private final boolean takesRefusal;
 
-	private FallbackMethod(MethodHandle handle, boolean takesRefusal) {
+	/** A Kotlin suspend fallback (of a suspend method), called through Spring's coroutine support. */
+	private final @Nullable Method suspending;
+
+	private FallbackMethod(MethodHandle handle, boolean takesRefusal, @Nullable Method suspending) {
 		this.handle = handle;
 		this.takesRefusal = takesRefusal;
+		this.suspending = suspending;
 	}
 
 	/**
@@ -42,8 +48,16 @@ final class FallbackMethod {
 	 */
 	static FallbackMethod resolve(String name, Method method, Class<?> targetClass, String where) {
 		Class<?>[] parameters = method.getParameterTypes();
+		boolean suspend = KotlinDetector.isSuspendingFunction(method);
 		Class<?>[] withRefusal = Arrays.copyOf(parameters, parameters.length + 1);
-		withRefusal[parameters.length] = RateLimitExceededException.class;
+		if (suspend) {
+			// a suspend method's last parameter is its continuation: the refusal goes before it
+			withRefusal[parameters.length] = parameters[parameters.length - 1];
+			withRefusal[parameters.length - 1] = RateLimitExceededException.class;
+		}
+		else {
+			withRefusal[parameters.length] = RateLimitExceededException.class;
+		}
 		Method fallback = ReflectionUtils.findMethod(targetClass, name, withRefusal);
 		boolean takesRefusal = fallback != null;
 		if (fallback == null) {
@@ -66,7 +80,10 @@ final class FallbackMethod {
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.privateLookupIn(fallback.getDeclaringClass(),
 					MethodHandles.lookup());
-			return new FallbackMethod(lookup.unreflect(fallback), takesRefusal);
+			if (suspend) {
+				ReflectionUtils.makeAccessible(fallback);
+			}
+			return new FallbackMethod(lookup.unreflect(fallback), takesRefusal, suspend ? fallback : null);
 		}
 		catch (IllegalAccessException ex) {
 			throw new RateLimitConfigurationException("The fallback " + fallback.getName() + " of " + where
@@ -104,6 +121,16 @@ final class FallbackMethod {
 	 */
 	Object invoke(MethodInvocation invocation, RateLimitExceededException refusal) throws Throwable {
 		Object[] arguments = invocation.getArguments();
+		if (this.suspending != null) {
+			// the publisher Spring's coroutine support makes of it; the caller's continuation stays unused
+			Object[] all = new Object[arguments.length + (this.takesRefusal ? 1 : 0)];
+			System.arraycopy(arguments, 0, all, 0, arguments.length - 1);
+			if (this.takesRefusal) {
+				all[arguments.length - 1] = refusal;
+			}
+			return org.springframework.core.CoroutinesUtils.invokeSuspendingFunction(this.suspending,
+					invocation.getThis(), all);
+		}
 		Object[] all = new Object[arguments.length + (this.takesRefusal ? 2 : 1)];
 		all[0] = invocation.getThis();
 		System.arraycopy(arguments, 0, all, 1, arguments.length);

@@ -1,31 +1,47 @@
 package dev.ratelimit.spring.aop;
 
 import java.lang.reflect.Method;
-import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
+import java.util.function.Function;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
-import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
-import dev.ratelimit.spring.KeyedBuckets;
+import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
-import org.springframework.boot.convert.DurationStyle;
+import org.springframework.core.KotlinDetector;
+import org.springframework.core.MethodParameter;
 import org.springframework.util.ClassUtils;
 
 /**
- * Everything the interceptor needs for one method, resolved once: the limiter, the cost, the max-wait
- * and how the method returns.
+ * Everything the interceptor needs for one method, resolved once: its limits (one per
+ * {@code @RateLimited}, in claim order), the fallback and how the method returns.
+ *
+ * <p>A method with one annotation and no {@code refundIf}/{@code settle} takes the single-bucket path,
+ * which costs what a call to the limiter costs. Several annotations, or completion attributes, take
+ * the general path: a {@link Call} that claims from every bucket in a fixed order (by bucket name;
+ * claims never block, so no order of callers can deadlock), waits once for the longest wait, and
+ * gives every claim back when any is refused.
  */
 final class InvocationPlan {
 
 	private static final boolean REACTOR_PRESENT = ClassUtils.isPresent("reactor.core.publisher.Mono",
 			InvocationPlan.class.getClassLoader());
+
+	/** What Spring's proxies need to hand a {@code suspend} method to the interceptor as a publisher. */
+	private static final boolean COROUTINES_REACTOR_PRESENT = ClassUtils.isPresent("kotlinx.coroutines.reactor.MonoKt",
+			InvocationPlan.class.getClassLoader());
+
+	private static final String FLOW = "kotlinx.coroutines.flow.Flow";
 
 	enum Kind {
 
@@ -33,127 +49,215 @@ final class InvocationPlan {
 
 	}
 
-	final String bucket;
-
-	final RateLimiter limiter;
-
-	final CostExpression cost;
-
-	final Duration maxWait;
-
 	final Kind kind;
 
-	/** The key of a per-key call, or {@code null} for the bucket itself. */
-	private final @Nullable KeyExpression key;
+	/** One per annotation, sorted by bucket name: the order every call claims in. */
+	final Limit[] limits;
 
-	private final @Nullable KeyedBuckets keys;
+	/** The one limit of a method with one annotation and no completion attributes; else {@code null}. */
+	private final @Nullable Limit single;
+
+	/** Whether any limit has {@code refundIf} or {@code settle}. */
+	final boolean completes;
 
 	/** What runs instead of a refused call, or {@code null} to let the refusal through. */
 	final @Nullable FallbackMethod fallback;
 
-	private InvocationPlan(String bucket, RateLimiter limiter, CostExpression cost, Duration maxWait, Kind kind,
-			@Nullable KeyExpression key, @Nullable KeyedBuckets keys, @Nullable FallbackMethod fallback) {
-		this.bucket = bucket;
-		this.limiter = limiter;
-		this.cost = cost;
-		this.maxWait = maxWait;
+	private InvocationPlan(Kind kind, Limit[] limits, @Nullable FallbackMethod fallback) {
 		this.kind = kind;
-		this.key = key;
-		this.keys = keys;
+		this.limits = limits;
 		this.fallback = fallback;
+		boolean completes = false;
+		for (Limit limit : limits) {
+			completes |= limit.completes();
+		}
+		this.completes = completes;
+		this.single = (limits.length == 1 && !completes) ? limits[0] : null;
 	}
 
-	static InvocationPlan of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
-		String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
-		CostExpression cost = CostExpression.parse(annotation.cost(), where);
-		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
-		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
-		KeyedBuckets keys = (key != null) ? bucket.keyed() : null;
-		FallbackMethod fallback = annotation.fallback().isBlank() ? null
-				: FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
-		return new InvocationPlan(bucket.name(), bucket.limiter(), cost, maxWait, kindOf(method.getReturnType()), key,
-				keys, fallback);
+	static InvocationPlan of(List<RateLimited> annotations, Method method, Class<?> targetClass,
+			Function<String, RegisteredBucket> buckets) {
+		List<Limit> limits = new ArrayList<>();
+		FallbackMethod fallback = null;
+		for (RateLimited annotation : annotations) {
+			limits.add(Limit.of(annotation, method, targetClass, buckets.apply(annotation.value())));
+			if (!annotation.fallback().isBlank()) {
+				fallback = FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass,
+						Limit.where(method, targetClass));
+			}
+		}
+		limits.sort(Comparator.comparing((Limit limit) -> limit.bucket));
+		return new InvocationPlan(kindOf(method), limits.toArray(new Limit[0]), fallback);
 	}
 
 	/**
-	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket.
+	 * Takes the call's tokens, waiting at most the max-wait.
+	 *
+	 * @return the permit; a {@link Call} on the general path
 	 */
 	Permit acquire(MethodInvocation invocation) throws InterruptedException {
-		long tokens = this.cost.evaluate(invocation);
-		if (this.key == null) {
-			return this.limiter.acquire(tokens, this.maxWait);
+		Limit one = this.single;
+		if (one != null) {
+			long tokens = one.cost.evaluate(invocation);
+			Object key = one.key(invocation);
+			if (one.stats.isShadow()) {
+				Permit permit = one.shadow(tokens, key);
+				return (permit != null) ? permit : Permit.noop();
+			}
+			return one.acquire(tokens, key);
 		}
-		Object k = this.key.evaluate(invocation, this.bucket);
-		KeyedBuckets.Entry entry = this.keys.pin(k);
-		try {
-			return entry.limiter().acquire(tokens, this.maxWait);
-		}
-		catch (RateLimitExceededException ex) {
-			throw KeyedReservation.withKey(ex, k);
-		}
-		finally {
-			entry.unpin();
-		}
+		return claim(invocation).await();
 	}
 
 	/**
-	 * Claims the call's tokens without waiting: from the bucket, or from its key's bucket.
+	 * Claims the call's tokens without waiting.
+	 *
+	 * @return the claim; a {@link Call} on the general path, whose permit is the call itself
 	 */
 	Reservation reserve(MethodInvocation invocation) {
-		long tokens = this.cost.evaluate(invocation);
-		if (this.key == null) {
-			return this.limiter.reserve(tokens, this.maxWait);
+		Limit one = this.single;
+		if (one != null && !one.stats.isShadow()) {
+			return one.reserve(one.cost.evaluate(invocation), one.key(invocation));
 		}
-		Object k = this.key.evaluate(invocation, this.bucket);
-		KeyedBuckets.Entry entry = this.keys.pin(k);
-		try {
-			return new KeyedReservation(entry.limiter().reserve(tokens, this.maxWait), k);
-		}
-		catch (RateLimitExceededException ex) {
-			throw KeyedReservation.withKey(ex, k);
-		}
-		finally {
-			entry.unpin();
+		return claim(invocation);
+	}
+
+	/**
+	 * Evaluates {@code refundIf} and {@code settle} once the call completed, before its permit is
+	 * closed: a no-op but for a {@link Call} whose limits have them.
+	 */
+	void completed(Permit permit, MethodInvocation invocation, @Nullable Object result,
+			@Nullable Throwable exception) {
+		if (permit instanceof Call call) {
+			call.complete(invocation, result, exception);
 		}
 	}
 
 	/**
-	 * Checks what can be checked of an annotation without its bucket: the cost parses, the max-wait is a
-	 * non-negative duration.
+	 * Claims from every bucket, or from none: every cost and key is evaluated first (a bad one fails
+	 * the call before anything is claimed); then each enforcing bucket is claimed in order, and when
+	 * any refuses, every claim is given back and the refusing bucket whose wait was longest is named
+	 * and alone counts the call as rejected. Buckets in shadow mode decide last, never refusing.
 	 */
-	static void checkAnnotation(RateLimited annotation, Method method, Class<?> targetClass, String where) {
-		if (!annotation.fallback().isBlank()) {
-			FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
+	private Call claim(MethodInvocation invocation) {
+		int count = this.limits.length;
+		long[] tokens = new long[count];
+		Object[] keys = new Object[count];
+		for (int i = 0; i < count; i++) {
+			tokens[i] = this.limits[i].cost.evaluate(invocation);
+			keys[i] = this.limits[i].key(invocation);
 		}
-		checkAnnotation(annotation, where);
+		Call call = new Call(this.limits, tokens, keys);
+		RateLimitExceededException worst = null;
+		Limit refusing = null;
+		boolean deferred = BucketStats.deferRefusals(true);
+		try {
+			for (int i = 0; i < count; i++) {
+				Limit limit = this.limits[i];
+				if (limit.stats.isShadow()) {
+					continue;
+				}
+				try {
+					call.parts[i] = limit.reserve(tokens[i], keys[i]);
+				}
+				catch (RateLimitExceededException ex) {
+					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
+						worst = ex;
+						refusing = limit;
+					}
+				}
+			}
+			if (worst != null) {
+				call.cancel();
+			}
+			else {
+				for (int i = 0; i < count; i++) {
+					if (call.parts[i] == null) {
+						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i]));
+					}
+				}
+			}
+		}
+		catch (RuntimeException ex) {
+			call.cancel();
+			throw ex;
+		}
+		finally {
+			BucketStats.deferRefusals(deferred);
+		}
+		if (worst != null) {
+			refusing.stats.refused();
+			throw worst;
+		}
+		return call;
 	}
 
-	static void checkAnnotation(RateLimited annotation, String where) {
+	/**
+	 * Checks what can be checked of a method's annotations at start-up: at most one fallback, and each
+	 * annotation's attributes.
+	 */
+	static void checkAnnotations(List<RateLimited> annotations, Method method, Class<?> targetClass, String where) {
+		int fallbacks = 0;
+		for (RateLimited annotation : annotations) {
+			if (!annotation.fallback().isBlank()) {
+				fallbacks++;
+				FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
+			}
+			checkAnnotation(annotation, where);
+		}
+		if (KotlinDetector.isSuspendingFunction(method)) {
+			checkSuspendable(method);
+		}
+		if (fallbacks > 1) {
+			throw new RateLimitConfigurationException(where + " sets a fallback on " + fallbacks
+					+ " of its @RateLimited annotations: one fallback answers a refusal, whichever bucket refused.",
+					"Keep the fallback attribute on one of the annotations.");
+		}
+	}
+
+	/**
+	 * A {@code suspend} method can be limited only when Spring's proxy turns it into a publisher: with
+	 * Reactor and kotlinx-coroutines-reactor on the class path (as in every WebFlux application with
+	 * coroutines). Without them, fail start-up rather than release the tokens before the coroutine ran.
+	 */
+	static void checkSuspendable(Method method) {
+		if (!REACTOR_PRESENT || !COROUTINES_REACTOR_PRESENT) {
+			throw new RateLimitConfigurationException("@RateLimited on " + method.getDeclaringClass().getName() + "."
+					+ method.getName() + " is on a Kotlin suspend method, which needs Reactor and"
+					+ " kotlinx-coroutines-reactor on the class path to be limited without blocking a thread.",
+					"Add org.jetbrains.kotlinx:kotlinx-coroutines-reactor (and io.projectreactor:reactor-core) to the"
+							+ " application.");
+		}
+	}
+
+	private static void checkAnnotation(RateLimited annotation, String where) {
 		CostExpression.parse(annotation.cost(), where);
 		if (!annotation.key().isBlank()) {
 			KeyExpression.check(annotation.key(), where);
 		}
 		if (!annotation.maxWait().isBlank()) {
-			parseMaxWait(annotation.maxWait(), where);
+			Limit.parseMaxWait(annotation.maxWait(), where);
+		}
+		if (!annotation.refundIf().isBlank()) {
+			CompletionExpression.parse("refundIf", annotation.refundIf(), where);
+		}
+		if (!annotation.settle().isBlank()) {
+			CompletionExpression.parse("settle", annotation.settle(), where);
 		}
 	}
 
-	private static Duration parseMaxWait(String value, String where) {
-		Duration maxWait;
-		try {
-			maxWait = DurationStyle.detectAndParse(value.trim());
+	/**
+	 * How a method returns. A Kotlin {@code suspend} method is a {@code Mono} (a {@code Flux} when it
+	 * returns a {@code Flow}): Spring's proxy hands the interceptor chain a publisher for it and awaits
+	 * the publisher the chain returns, so the coroutine is limited without blocking a thread and its
+	 * capped tokens are released when it completes.
+	 */
+	private static Kind kindOf(Method method) {
+		if (KotlinDetector.isSuspendingFunction(method)) {
+			checkSuspendable(method);
+			return FLOW.equals(new MethodParameter(method, -1).getParameterType().getName()) ? Kind.FLUX : Kind.MONO;
 		}
-		catch (RuntimeException ex) {
-			throw new IllegalArgumentException("maxWait '" + value + "' of " + where
-					+ " is not a duration; expected e.g. 0, 100ms, 2s or PT0.5S", ex);
-		}
-		if (maxWait.isNegative()) {
-			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " is negative; expected >= 0");
-		}
-		return maxWait;
-	}
-
-	private static Kind kindOf(Class<?> returnType) {
+		Class<?> returnType = method.getReturnType();
 		if (CompletionStage.class.isAssignableFrom(returnType) && returnType.isAssignableFrom(CompletableFuture.class)) {
 			return Kind.COMPLETION_STAGE;
 		}

@@ -1,11 +1,11 @@
 package dev.ratelimit.spring.aop;
 
+import java.lang.reflect.AnnotatedElement;
 import java.lang.reflect.Method;
 import java.lang.reflect.Modifier;
+import java.util.List;
 import java.util.Set;
 import java.util.function.Supplier;
-
-import org.jspecify.annotations.Nullable;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.spring.BucketDefinitions;
@@ -16,6 +16,10 @@ import org.aopalliance.aop.Advice;
 import org.springframework.aop.Pointcut;
 import org.springframework.aop.support.AbstractPointcutAdvisor;
 import org.springframework.aop.support.StaticMethodMatcherPointcut;
+import org.springframework.core.annotation.MergedAnnotation;
+import org.springframework.core.annotation.MergedAnnotations;
+import org.springframework.core.annotation.MergedAnnotations.SearchStrategy;
+import org.springframework.core.annotation.RepeatableContainers;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 
@@ -55,22 +59,37 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 	}
 
 	/**
-	 * Finds the annotation that applies to a method: its own, else its class's when it is public and not
-	 * declared by {@code Object}.
+	 * Finds the annotations that apply to a method: its own, else its class's when it is public and
+	 * not declared by {@code Object}. Of each, the nearest declaration wins (an override's annotations
+	 * replace those of the method it overrides, as a single annotation always did); repeated
+	 * annotations come in the order written.
 	 */
-	static @Nullable RateLimited find(Method method, Class<?> targetClass) {
+	static List<RateLimited> find(Method method, Class<?> targetClass) {
 		Method specific = ClassUtils.getMostSpecificMethod(method, targetClass);
-		RateLimited own = org.springframework.core.annotation.AnnotatedElementUtils.findMergedAnnotation(specific,
-				RateLimited.class);
-		if (own != null) {
+		List<RateLimited> own = nearest(specific);
+		if (!own.isEmpty()) {
 			return own;
 		}
 		if (!Modifier.isPublic(specific.getModifiers()) || ReflectionUtils.isObjectMethod(specific)
 				|| Modifier.isStatic(specific.getModifiers())) {
-			return null;
+			return List.of();
 		}
-		return org.springframework.core.annotation.AnnotatedElementUtils.findMergedAnnotation(targetClass,
-				RateLimited.class);
+		return nearest(targetClass);
+	}
+
+	private static List<RateLimited> nearest(AnnotatedElement element) {
+		List<MergedAnnotation<RateLimited>> found = MergedAnnotations
+			.from(element, SearchStrategy.TYPE_HIERARCHY, RepeatableContainers.standardRepeatables())
+			.stream(RateLimited.class)
+			.toList();
+		if (found.isEmpty()) {
+			return List.of();
+		}
+		int nearest = found.stream().mapToInt(MergedAnnotation::getAggregateIndex).min().getAsInt();
+		return found.stream()
+			.filter((annotation) -> annotation.getAggregateIndex() == nearest)
+			.map(MergedAnnotation::synthesize)
+			.toList();
 	}
 
 	private static final class RateLimitedPointcut extends StaticMethodMatcherPointcut {
@@ -83,25 +102,27 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 
 		@Override
 		public boolean matches(Method method, Class<?> targetClass) {
-			RateLimited annotation = find(method, targetClass);
-			if (annotation == null) {
+			List<RateLimited> annotations = find(method, targetClass);
+			if (annotations.isEmpty()) {
 				return false;
 			}
-			String where = "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
+			String where = Limit.where(method, targetClass);
 			BucketDefinitions definitions = this.definitions.get();
 			Set<String> names = definitions.names();
-			if (!names.contains(annotation.value())) {
-				throw RateLimitConfigurationException.unknownBucket(annotation.value(), where, names);
-			}
-			if (!annotation.key().isBlank()) {
-				BucketDefinitions.checkUsableWithKey(definitions.get(annotation.value()), where);
+			for (RateLimited annotation : annotations) {
+				if (!names.contains(annotation.value())) {
+					throw RateLimitConfigurationException.unknownBucket(annotation.value(), where, names);
+				}
+				if (!annotation.key().isBlank()) {
+					BucketDefinitions.checkUsableWithKey(definitions.get(annotation.value()), where);
+				}
 			}
 			try {
-				InvocationPlan.checkAnnotation(annotation, method, targetClass, where);
+				InvocationPlan.checkAnnotations(annotations, method, targetClass, where);
 			}
 			catch (IllegalArgumentException ex) {
 				throw new RateLimitConfigurationException(ex.getMessage() + ".",
-						"Fix the cost, maxWait or key attribute of the annotation.");
+						"Fix the cost, maxWait, key, refundIf or settle attribute of the annotation.");
 			}
 			return true;
 		}

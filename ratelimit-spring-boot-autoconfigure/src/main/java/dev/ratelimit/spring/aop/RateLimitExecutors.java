@@ -5,8 +5,12 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.UnaryOperator;
 
 import org.jspecify.annotations.Nullable;
 
@@ -17,8 +21,9 @@ import org.springframework.beans.factory.DisposableBean;
  * application context (contract revision 2: never {@code ForkJoinPool.commonPool()}, no static timer
  * left running): one timer thread that only schedules polls of waiting claims, and the executor on
  * which a call that had to wait runs once its tokens are there. The application replaces the latter
- * with an {@link Executor} bean named {@value #RUNNER_BEAN_NAME} (for example a virtual-thread or a
- * context-propagating executor).
+ * with an {@link Executor} bean named {@value #RUNNER_BEAN_NAME}; {@code ratelimit.executor.*} sizes the
+ * starter's own. Either way a delayed call runs with its caller's context (MDC, security,
+ * observation) when io.micrometer:context-propagation is on the class path.
  */
 public final class RateLimitExecutors implements DisposableBean {
 
@@ -31,18 +36,73 @@ public final class RateLimitExecutors implements DisposableBean {
 
 	private final @Nullable ExecutorService owned;
 
+	private final boolean propagateContext;
+
 	/**
-	 * Creates the executors.
+	 * Creates the executors with the starter's own threads for delayed calls, carrying the caller's
+	 * context when io.micrometer:context-propagation is on the class path.
 	 *
 	 * @param runner the application's executor for delayed calls, or {@code null} for the starter's own
 	 *        threads ({@code ratelimit-run-N}, daemon, made as needed and ended after a minute idle)
 	 */
 	public RateLimitExecutors(@Nullable Executor runner) {
+		this(runner, 0, false, true);
+	}
+
+	/**
+	 * Creates the executors ({@code ratelimit.executor.*}).
+	 *
+	 * @param runner the application's executor for delayed calls, or {@code null} for the starter's own
+	 * @param maxThreads the most of the starter's threads at once, {@code 0} for as many as needed
+	 * @param virtualThreads whether the starter's threads are virtual, one per call (Java 21 and later)
+	 * @param propagateContext whether a delayed call runs with its caller's context (with
+	 *        io.micrometer:context-propagation on the class path; otherwise nothing is carried)
+	 * @throws IllegalArgumentException when {@code maxThreads} is negative, or virtual threads are asked
+	 *         for on a Java without them
+	 */
+	public RateLimitExecutors(@Nullable Executor runner, int maxThreads, boolean virtualThreads,
+			boolean propagateContext) {
+		if (maxThreads < 0) {
+			throw new IllegalArgumentException(
+					"ratelimit.executor.max-threads must be >= 0 (0: as many as needed), was " + maxThreads);
+		}
 		ScheduledThreadPoolExecutor scheduler = new ScheduledThreadPoolExecutor(1, threads("ratelimit-timer"));
 		scheduler.setRemoveOnCancelPolicy(true);
 		this.timer = scheduler;
-		this.owned = (runner != null) ? null : Executors.newCachedThreadPool(threads("ratelimit-run-"));
+		this.owned = (runner != null) ? null : ownThreads(maxThreads, virtualThreads);
 		this.runner = (runner != null) ? runner : this.owned;
+		this.propagateContext = propagateContext && CONTEXT_PROPAGATION_PRESENT;
+	}
+
+	private static final boolean CONTEXT_PROPAGATION_PRESENT = org.springframework.util.ClassUtils
+		.isPresent("io.micrometer.context.ContextSnapshotFactory", RateLimitExecutors.class.getClassLoader());
+
+	private static ExecutorService ownThreads(int maxThreads, boolean virtualThreads) {
+		if (virtualThreads) {
+			try {
+				return (ExecutorService) Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+			}
+			catch (ReflectiveOperationException ex) {
+				throw new IllegalArgumentException("ratelimit.executor.virtual-threads needs Java 21 or later; this is"
+						+ " Java " + Runtime.version().feature(), ex);
+			}
+		}
+		if (maxThreads == 0) {
+			return Executors.newCachedThreadPool(threads("ratelimit-run-"));
+		}
+		ThreadPoolExecutor pool = new ThreadPoolExecutor(maxThreads, maxThreads, 1, TimeUnit.MINUTES,
+				new LinkedBlockingQueue<>(), threads("ratelimit-run-"));
+		pool.allowCoreThreadTimeOut(true);
+		return pool;
+	}
+
+	/**
+	 * Captures the calling thread's context for a call that may run later on the runner.
+	 *
+	 * @return what wraps the delayed call's task; the identity when nothing is carried
+	 */
+	UnaryOperator<Runnable> captureContext() {
+		return this.propagateContext ? CapturedContext.capture() : UnaryOperator.identity();
 	}
 
 	private static ThreadFactory threads(String name) {

@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.aop;
 
 import java.lang.reflect.Method;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
@@ -71,12 +72,34 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 			}
 			return plan.fallback.invoke(invocation, ex);
 		}
+		if (!plan.completes) {
+			try {
+				return invocation.proceed();
+			}
+			finally {
+				permit.close();
+			}
+		}
+		Object result;
 		try {
-			return invocation.proceed();
+			result = invocation.proceed();
+		}
+		catch (Throwable ex) {
+			try {
+				plan.completed(permit, invocation, null, ex);
+			}
+			finally {
+				permit.close();
+			}
+			throw ex;
+		}
+		try {
+			plan.completed(permit, invocation, result, null);
 		}
 		finally {
 			permit.close();
 		}
+		return result;
 	}
 
 	private InvocationPlan plan(MethodInvocation invocation) {
@@ -86,11 +109,12 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 		MethodClassKey key = new MethodClassKey(method, targetClass);
 		InvocationPlan plan = this.plans.get(key);
 		if (plan == null) {
-			RateLimited annotation = RateLimitAdvisor.find(method, targetClass);
-			if (annotation == null) {
+			List<RateLimited> annotations = RateLimitAdvisor.find(method, targetClass);
+			if (annotations.isEmpty()) {
 				return null;
 			}
-			plan = InvocationPlan.of(annotation, method, targetClass, this.registry.get().get(annotation.value()));
+			RateLimiterRegistry buckets = this.registry.get();
+			plan = InvocationPlan.of(annotations, method, targetClass, buckets::get);
 			this.plans.putIfAbsent(key, plan);
 		}
 		return plan;

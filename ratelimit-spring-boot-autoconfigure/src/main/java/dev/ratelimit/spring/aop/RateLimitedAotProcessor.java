@@ -30,7 +30,7 @@ final class RateLimitedAotProcessor implements BeanRegistrationAotProcessor {
 		Class<?> beanClass = registeredBean.getBeanClass();
 		List<Method> limited = new ArrayList<>();
 		ReflectionUtils.doWithMethods(beanClass, (method) -> {
-			if (RateLimitAdvisor.find(method, beanClass) != null) {
+			if (!RateLimitAdvisor.find(method, beanClass).isEmpty()) {
 				limited.add(method);
 			}
 		}, ReflectionUtils.USER_DECLARED_METHODS);
@@ -40,6 +40,7 @@ final class RateLimitedAotProcessor implements BeanRegistrationAotProcessor {
 		return (generationContext, code) -> {
 			RuntimeHints hints = generationContext.getRuntimeHints();
 			hints.reflection().registerType(RateLimited.class, MemberCategory.INVOKE_PUBLIC_METHODS);
+			hints.reflection().registerType(dev.ratelimit.annotation.RateLimits.class, MemberCategory.INVOKE_PUBLIC_METHODS);
 			for (Method method : limited) {
 				hints.reflection().registerMethod(method, ExecutableMode.INVOKE);
 			}

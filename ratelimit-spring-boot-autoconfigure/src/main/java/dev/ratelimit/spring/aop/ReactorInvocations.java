@@ -26,15 +26,19 @@ final class ReactorInvocations {
 	}
 
 	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation) {
-		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation), (permit) -> Mono.from(proceed(invocation)),
-				ReactorInvocations::release, (permit, failure) -> release(permit), ReactorInvocations::release);
+		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation), (permit) -> {
+			Mono<Object> call = Mono.from(proceed(invocation));
+			return (permit instanceof Call completing) ? call.doOnNext((value) -> completing.result = value) : call;
+		}, (permit) -> complete(plan, invocation, permit, null), (permit, failure) -> complete(plan, invocation, permit,
+				failure), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
 				: limited.onErrorResume(Refused.class, (refused) -> Mono.from(fallback(plan, invocation, refused)));
 	}
 
 	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation) {
 		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation), (permit) -> proceed(invocation),
-				ReactorInvocations::release, (permit, failure) -> release(permit), ReactorInvocations::release);
+				(permit) -> complete(plan, invocation, permit, null),
+				(permit, failure) -> complete(plan, invocation, permit, failure), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
 				: limited.onErrorResume(Refused.class, (refused) -> fallback(plan, invocation, refused));
 	}
@@ -70,8 +74,25 @@ final class ReactorInvocations {
 		return (plan.fallback != null && ex instanceof RateLimitExceededException refusal) ? new Refused(refusal) : ex;
 	}
 
+	/** Cancelled: the release only (a cancelled call has no outcome for refundIf or settle to judge). */
 	private static Mono<Void> release(Permit permit) {
 		return Mono.fromRunnable(permit::close);
+	}
+
+	/**
+	 * A terminal signal: {@code refundIf} and {@code settle} ({@code #result} is the {@code Mono}'s
+	 * value, {@code null} for a {@code Flux}), then the release.
+	 */
+	private static Mono<Void> complete(InvocationPlan plan, MethodInvocation invocation, Permit permit,
+			Throwable failure) {
+		return Mono.fromRunnable(() -> {
+			try {
+				plan.completed(permit, invocation, (permit instanceof Call call) ? call.result : null, failure);
+			}
+			finally {
+				permit.close();
+			}
+		});
 	}
 
 	@SuppressWarnings("unchecked")

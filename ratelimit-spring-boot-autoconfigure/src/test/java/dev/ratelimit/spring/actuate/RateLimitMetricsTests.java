@@ -52,7 +52,7 @@ class RateLimitMetricsTests {
 				.isEqualTo(1);
 			// Prometheus writes one HELP line per name: it describes the meter, not one outcome
 			assertThat(meters.find("ratelimit.calls").meters()).extracting((meter) -> meter.getId().getDescription())
-				.containsOnly("Calls to a rate-limited bucket, by outcome: granted, rejected");
+				.containsOnly(RateLimitMeterBinder.CALLS_DESCRIPTION);
 			assertThat(meters.get("ratelimit.tokens.available").tag("bucket", "db").gauge().value()).isZero();
 			assertThat(meters.get("ratelimit.waiting").tag("bucket", "db").gauge().value()).isZero();
 			Timer waits = meters.get("ratelimit.wait").tag("bucket", "db").timer();

@@ -104,7 +104,7 @@ class RateLimitsEndpointTests {
 			RateLimitsEndpoint endpoint = context.getBean(RateLimitsEndpoint.class);
 			RateLimiter db = context.getBean("db-writes", RateLimiter.class);
 			db.acquire(100, Duration.ZERO).close();
-			BucketView view = endpoint.update("db-writes", new BigDecimal("200"), 50L);
+			BucketView view = endpoint.update("db-writes", new BigDecimal("200"), 50L, null);
 			assertThat(view.rate()).isEqualByComparingTo("200");
 			assertThat(view.limit()).isEqualTo(50L);
 			NOW.addAndGet(Duration.ofMillis(100).toNanos());
@@ -121,14 +121,14 @@ class RateLimitsEndpointTests {
 	void rejectsWhatTheConfigurationWouldRejectWithItsMessage() {
 		this.runner.run((context) -> {
 			RateLimitsEndpoint endpoint = context.getBean(RateLimitsEndpoint.class);
-			assertThatThrownBy(() -> endpoint.update("db-writes", new BigDecimal("-1"), null))
+			assertThatThrownBy(() -> endpoint.update("db-writes", new BigDecimal("-1"), null, null))
 				.isInstanceOf(InvalidEndpointRequestException.class)
 				.hasMessageContaining("ratelimit.buckets.db-writes.rate is -1")
 				.hasMessageContaining("a number > 0");
-			assertThatThrownBy(() -> endpoint.update("db-writes", null, 0L))
+			assertThatThrownBy(() -> endpoint.update("db-writes", null, 0L, null))
 				.isInstanceOf(InvalidEndpointRequestException.class)
 				.hasMessageContaining("limit");
-			assertThatThrownBy(() -> endpoint.update("nope", BigDecimal.ONE, null))
+			assertThatThrownBy(() -> endpoint.update("nope", BigDecimal.ONE, null, null))
 				.isInstanceOf(InvalidEndpointRequestException.class)
 				.hasMessageContaining("db-writes, feed");
 			assertThat(endpoint.bucket("db-writes").rate()).isEqualByComparingTo("500");

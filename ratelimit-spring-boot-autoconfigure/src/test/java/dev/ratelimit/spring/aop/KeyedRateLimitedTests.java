@@ -157,7 +157,7 @@ class KeyedRateLimitedTests {
 			assertThat(alice.available().longValue()).isEqualTo(1);
 			assertThat(alice.keys()).isZero();
 			assertThat(endpoint.key("api", "nobody")).isNull();
-			endpoint.update("api", null, 5L);
+			endpoint.update("api", null, 5L, null);
 			assertThat(endpoint.key("api", "alice").limit().longValue()).isEqualTo(5);
 			assertThat(endpoint.key("api", "bob").limit().longValue()).isEqualTo(5);
 		});

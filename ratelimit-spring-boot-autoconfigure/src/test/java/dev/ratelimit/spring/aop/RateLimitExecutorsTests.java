@@ -1,13 +1,19 @@
 package dev.ratelimit.spring.aop;
 
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.Executor;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitClock;
+import io.micrometer.context.ContextRegistry;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 
@@ -51,6 +57,85 @@ class RateLimitExecutorsTests {
 		});
 	}
 
+	@Test
+	void aDelayedCallRunsWithItsCallersContext() {
+		ThreadLocal<String> tenant = new ThreadLocal<>();
+		ContextRegistry.getInstance().registerThreadLocalAccessor("test.tenant", tenant::get, tenant::set, tenant::remove);
+		try {
+			assertThat(delayedTenant(this.runner, tenant)).isEqualTo("acme on ratelimit-run-");
+			assertThat(delayedTenant(this.runner.withPropertyValues("ratelimit.executor.propagate-context=false"),
+					tenant)).isEqualTo("null on ratelimit-run-");
+		}
+		finally {
+			ContextRegistry.getInstance().removeThreadLocalAccessor("test.tenant");
+		}
+	}
+
+	/** What a call that had to wait (on a fake clock) sees of the caller's tenant, and where it runs. */
+	private static String delayedTenant(ApplicationContextRunner runner, ThreadLocal<String> tenant) {
+		AtomicLong now = new AtomicLong();
+		AtomicReference<String> seen = new AtomicReference<>();
+		runner.withBean(RateLimitClock.class, () -> now::get).run((context) -> {
+			Service service = context.getBean(Service.class);
+			tenant.set("acme");
+			try {
+				service.where().get(5, TimeUnit.SECONDS);
+				CompletableFuture<String> delayed = service.tenant(tenant);
+				now.addAndGet(TimeUnit.SECONDS.toNanos(1));
+				seen.set(delayed.get(5, TimeUnit.SECONDS));
+			}
+			finally {
+				tenant.remove();
+			}
+		});
+		return seen.get();
+	}
+
+	@Test
+	void maxThreadsBoundsTheStartersThreads() {
+		AtomicLong now = new AtomicLong();
+		this.runner.withPropertyValues("ratelimit.executor.max-threads=1")
+			.withBean(RateLimitClock.class, () -> now::get)
+			.run((context) -> {
+				Service service = context.getBean(Service.class);
+				service.where().get(5, TimeUnit.SECONDS);
+				List<CompletableFuture<String>> delayed = new ArrayList<>();
+				for (int i = 0; i < 5; i++) {
+					delayed.add(service.where());
+				}
+				now.addAndGet(TimeUnit.SECONDS.toNanos(1));
+				for (CompletableFuture<String> call : delayed) {
+					assertThat(call.get(5, TimeUnit.SECONDS)).isEqualTo("ratelimit-run-1");
+				}
+			});
+		this.runner.withPropertyValues("ratelimit.executor.max-threads=-1").run((context) -> {
+			assertThat(context).hasFailed();
+			assertThat(context.getStartupFailure()).rootCause().hasMessageContaining("ratelimit.executor.max-threads");
+		});
+	}
+
+	@Test
+	void virtualThreadsRunDelayedCallsOnJava21AndLaterAndFailStartUpClearlyBefore() {
+		AtomicLong now = new AtomicLong();
+		ApplicationContextRunner virtual = this.runner.withPropertyValues("ratelimit.executor.virtual-threads=true")
+			.withBean(RateLimitClock.class, () -> now::get);
+		if (Runtime.version().feature() >= 21) {
+			virtual.run((context) -> {
+				Service service = context.getBean(Service.class);
+				service.where().get(5, TimeUnit.SECONDS);
+				CompletableFuture<Boolean> delayed = service.virtual();
+				now.addAndGet(TimeUnit.SECONDS.toNanos(1));
+				assertThat(delayed.get(5, TimeUnit.SECONDS)).isTrue();
+			});
+		}
+		else {
+			virtual.run((context) -> {
+				assertThat(context).hasFailed();
+				assertThat(context.getStartupFailure()).hasStackTraceContaining("needs Java 21");
+			});
+		}
+	}
+
 	private static long threadsNamed(String prefix) {
 		return Thread.getAllStackTraces().keySet().stream()
 			.filter((thread) -> thread.isAlive() && thread.getName().startsWith(prefix))
@@ -84,6 +169,17 @@ class RateLimitExecutorsTests {
 		@RateLimited("async")
 		public CompletableFuture<String> where() {
 			return CompletableFuture.completedFuture(Thread.currentThread().getName());
+		}
+
+		@RateLimited("async")
+		public CompletableFuture<String> tenant(ThreadLocal<String> tenant) {
+			String thread = Thread.currentThread().getName();
+			return CompletableFuture.completedFuture(tenant.get() + " on " + thread.replaceAll("[0-9]+$", ""));
+		}
+
+		@RateLimited("async")
+		public CompletableFuture<Boolean> virtual() throws Exception {
+			return CompletableFuture.completedFuture((Boolean) Thread.class.getMethod("isVirtual").invoke(Thread.currentThread()));
 		}
 	}
 }

@@ -1,0 +1,146 @@
+package dev.ratelimit.spring;
+
+import java.util.concurrent.atomic.LongAdder;
+
+import dev.ratelimit.core.StatsRecorder;
+
+/**
+ * A configured bucket's statistics and mode: every limiter of the bucket (its own, each key's, the
+ * overflow bucket) counts its calls here, so the meters, tagged by bucket only, add every key up.
+ *
+ * <p>It also holds the bucket's mode (contract revision 2): in shadow mode the interceptor lets every
+ * call run and counts the ones the bucket would have refused as {@code shadow-rejected}
+ * ({@link #refused()}); a refusal of a direct call to the limiter bean still counts as
+ * {@code rejected}. The mode is read on every call of the interceptor (one volatile read) and changed
+ * live by the endpoint.
+ */
+public final class BucketStats implements StatsRecorder {
+
+	/**
+	 * Set while the interceptor claims from several buckets for one call: a refusal there is decided
+	 * by the interceptor, which counts it once, for the bucket it names.
+	 */
+	private static final ThreadLocal<boolean[]> DEFERRING = ThreadLocal.withInitial(() -> new boolean[1]);
+
+	private final StatsRecorder counts;
+
+	private final LongAdder shadowRejected = new LongAdder();
+
+	private final boolean allShadow;
+
+	private volatile BucketMode mode;
+
+	/**
+	 * Creates the statistics of one bucket.
+	 *
+	 * @param counts where granted and rejected calls are counted (the {@link BucketStatsFactory}'s)
+	 * @param mode the bucket's own mode
+	 * @param allShadow whether {@code ratelimit.mode: shadow} puts every bucket in shadow mode
+	 */
+	public BucketStats(StatsRecorder counts, BucketMode mode, boolean allShadow) {
+		this.counts = counts;
+		this.mode = mode;
+		this.allShadow = allShadow;
+	}
+
+	@Override
+	public void recordGranted(long waitedNanos) {
+		this.counts.recordGranted(waitedNanos);
+	}
+
+	@Override
+	public void recordRejected() {
+		if (!DEFERRING.get()[0]) {
+			this.counts.recordRejected();
+		}
+	}
+
+	/**
+	 * Counts a refusal the interceptor decided (with refusals deferred): {@code rejected}, or in
+	 * shadow mode {@code shadow-rejected}, the call having run.
+	 */
+	public void refused() {
+		if (isShadow()) {
+			this.shadowRejected.increment();
+		}
+		else {
+			this.counts.recordRejected();
+		}
+	}
+
+	@Override
+	public long granted() {
+		return this.counts.granted();
+	}
+
+	@Override
+	public long rejected() {
+		return this.counts.rejected();
+	}
+
+	/**
+	 * Calls the bucket would have refused in shadow mode, which ran.
+	 *
+	 * @return the count since start
+	 */
+	public long shadowRejected() {
+		return this.shadowRejected.sum();
+	}
+
+	/**
+	 * Whether the bucket is in shadow mode now: its own mode, or {@code ratelimit.mode: shadow}.
+	 *
+	 * @return {@code true} in shadow mode
+	 */
+	public boolean isShadow() {
+		return this.allShadow || this.mode == BucketMode.SHADOW;
+	}
+
+	/**
+	 * The mode in force, as the endpoint shows it.
+	 *
+	 * @return {@link BucketMode#SHADOW} when the bucket or {@code ratelimit.mode} says so
+	 */
+	public BucketMode mode() {
+		return isShadow() ? BucketMode.SHADOW : BucketMode.ENFORCE;
+	}
+
+	/**
+	 * Switches the bucket's own mode.
+	 *
+	 * @param mode the new mode
+	 * @throws IllegalArgumentException when {@code ratelimit.mode: shadow} keeps every bucket in shadow
+	 *         mode and {@code mode} is {@code enforce}: nothing is changed then
+	 */
+	public void mode(BucketMode mode) {
+		checkMode(mode);
+		this.mode = mode;
+	}
+
+	/**
+	 * Checks that the bucket can be switched to a mode, changing nothing.
+	 *
+	 * @param mode the mode asked for
+	 * @throws IllegalArgumentException as {@link #mode(BucketMode)} does
+	 */
+	public void checkMode(BucketMode mode) {
+		if (this.allShadow && mode == BucketMode.ENFORCE) {
+			throw new IllegalArgumentException("ratelimit.mode is shadow, which keeps every bucket in shadow mode"
+					+ " whatever its own mode; set ratelimit.mode to enforce (the default) to enforce buckets");
+		}
+	}
+
+	/**
+	 * For the starter's interceptor: while on, refusals recorded by this thread's limiters are not
+	 * counted (the interceptor counts the call's one refusal itself, with {@link #refused()}).
+	 *
+	 * @param defer whether to defer
+	 * @return whether refusals were deferred before
+	 */
+	public static boolean deferRefusals(boolean defer) {
+		boolean[] flag = DEFERRING.get();
+		boolean before = flag[0];
+		flag[0] = defer;
+		return before;
+	}
+}

@@ -1,0 +1,215 @@
+package dev.ratelimit.spring.aop;
+
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.Reservation;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * One call on the general path (several buckets, shadow buckets among several, or completion
+ * attributes): its claim on every bucket, then its permit.
+ *
+ * <p>As a {@link Reservation} it is covered when every claim is: {@link #poll()} is the longest of the
+ * claims' waits (so the call waits once, for the longest), and a claim that is refused while waiting
+ * (a capped bucket whose releases did not come within its max-wait) cancels the others. As a
+ * {@link Permit}, closing it closes every bucket's permit (capped buckets are released together).
+ * {@link #complete} evaluates {@code refundIf} and {@code settle} once, when the call completed.
+ *
+ * <p>Buckets in shadow mode were decided when the call was claimed (they never hold it back); their
+ * tokens go back with the others when the call is cancelled or refused.
+ */
+final class Call implements Reservation, Permit {
+
+	private static final int PENDING = 0;
+
+	private static final int GRANTED = 1;
+
+	private static final int CANCELLED = 2;
+
+	private final Limit[] limits;
+
+	private final long[] tokens;
+
+	private final @Nullable Object[] keys;
+
+	/** The claims of enforcing buckets; {@code null} for a bucket in shadow mode. */
+	final @Nullable Reservation[] parts;
+
+	/** The permits: taken when granted (shadow buckets: when claimed). */
+	private final @Nullable Permit[] permits;
+
+	/** Shadow buckets only: whether the bucket kept the call's tokens (it did unless it would have refused). */
+	private final boolean[] kept;
+
+	private final AtomicInteger state = new AtomicInteger(PENDING);
+
+	private final AtomicBoolean completed = new AtomicBoolean();
+
+	private final AtomicBoolean closed = new AtomicBoolean();
+
+	/** The value a {@code Mono} completed with, for {@code #result}. */
+	volatile @Nullable Object result;
+
+	Call(Limit[] limits, long[] tokens, @Nullable Object[] keys) {
+		this.limits = limits;
+		this.tokens = tokens;
+		this.keys = keys;
+		this.parts = new Reservation[limits.length];
+		this.permits = new Permit[limits.length];
+		this.kept = new boolean[limits.length];
+	}
+
+	/** Records a shadow bucket's decision: its permit, or {@code null} when it kept nothing. */
+	void shadowed(int i, @Nullable Permit permit) {
+		this.permits[i] = permit;
+		this.kept[i] = permit != null;
+	}
+
+	@Override
+	public long poll() {
+		if (this.state.get() == CANCELLED) {
+			throw new IllegalStateException("Reservation already cancelled");
+		}
+		long longest = 0;
+		for (Reservation part : this.parts) {
+			if (part == null) {
+				continue;
+			}
+			long delay;
+			try {
+				delay = part.poll();
+			}
+			catch (RateLimitExceededException ex) {
+				cancel(); // the refused claim gave its tokens back already; the others do now
+				throw ex;
+			}
+			longest = Math.max(longest, delay);
+		}
+		return longest;
+	}
+
+	@Override
+	public Permit permit() {
+		if (!this.state.compareAndSet(PENDING, GRANTED)) {
+			throw new IllegalStateException("Reservation already " + ((this.state.get() == GRANTED) ? "granted" : "cancelled"));
+		}
+		for (int i = 0; i < this.parts.length; i++) {
+			Reservation part = this.parts[i];
+			if (part != null) {
+				this.permits[i] = part.permit();
+			}
+		}
+		return this;
+	}
+
+	@Override
+	public boolean cancel() {
+		if (!this.state.compareAndSet(PENDING, CANCELLED)) {
+			return false;
+		}
+		for (Reservation part : this.parts) {
+			if (part != null) {
+				part.cancel();
+			}
+		}
+		for (int i = 0; i < this.limits.length; i++) {
+			if (this.kept[i]) {
+				this.limits[i].refund(this.tokens[i], this.keys[i]);
+				this.permits[i].close();
+			}
+		}
+		return true;
+	}
+
+	@Override
+	public void onWake(Runnable action) {
+		for (Reservation part : this.parts) {
+			if (part != null) {
+				part.onWake(action);
+			}
+		}
+	}
+
+	/**
+	 * Parks the calling thread until every claim is covered (woken early when one may have moved up),
+	 * then takes the permits: the blocking path.
+	 *
+	 * @return this call, as its permit
+	 * @throws RateLimitExceededException when a claim cannot be covered within its max-wait; every claim
+	 *         is given back
+	 * @throws InterruptedException when interrupted; every claim is given back, the flag stays set
+	 */
+	Permit await() throws InterruptedException {
+		Thread thread = Thread.currentThread();
+		onWake(() -> LockSupport.unpark(thread));
+		for (;;) {
+			if (thread.isInterrupted()) {
+				cancel();
+				throw new InterruptedException("Interrupted while waiting for the tokens of " + this);
+			}
+			long delay = poll();
+			if (delay == 0) {
+				return permit();
+			}
+			LockSupport.parkNanos(this, delay);
+		}
+	}
+
+	/** Closes every bucket's permit, once. */
+	@Override
+	public void close() {
+		if (!this.closed.compareAndSet(false, true)) {
+			return;
+		}
+		for (Permit permit : this.permits) {
+			if (permit != null) {
+				permit.close();
+			}
+		}
+	}
+
+	/**
+	 * The call completed: {@code refundIf} gives a bucket's tokens back when true, else {@code settle}
+	 * gives back or takes the difference from the cost. Once; a bucket that kept nothing (a shadow bucket
+	 * that would have refused) is left alone.
+	 */
+	void complete(MethodInvocation invocation, @Nullable Object value, @Nullable Throwable exception) {
+		if (this.state.get() != GRANTED || !this.completed.compareAndSet(false, true)) {
+			return;
+		}
+		for (int i = 0; i < this.limits.length; i++) {
+			Limit limit = this.limits[i];
+			if (!limit.completes() || (this.parts[i] == null && !this.kept[i])) {
+				continue;
+			}
+			if (limit.refundIf != null && limit.refundIf.test(invocation, value, exception)) {
+				limit.refund(this.tokens[i], this.keys[i]);
+				continue;
+			}
+			if (limit.settle != null) {
+				long real = limit.settle.cost(invocation, value, exception);
+				if (real >= 0 && real < this.tokens[i]) {
+					limit.refund(this.tokens[i] - real, this.keys[i]);
+				}
+				else if (real > this.tokens[i]) {
+					limit.charge(real - this.tokens[i], this.keys[i]);
+				}
+			}
+		}
+	}
+
+	@Override
+	public String toString() {
+		StringBuilder buckets = new StringBuilder();
+		for (int i = 0; i < this.limits.length; i++) {
+			buckets.append((i > 0) ? ", " : "").append('\'').append(this.limits[i].bucket).append("' (")
+				.append(this.tokens[i]).append(')');
+		}
+		return "buckets " + buckets;
+	}
+}

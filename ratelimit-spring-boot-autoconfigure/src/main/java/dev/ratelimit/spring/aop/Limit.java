@@ -1,0 +1,219 @@
+package dev.ratelimit.spring.aop;
+
+import java.lang.reflect.Method;
+import java.time.Duration;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.KeyedBuckets;
+import dev.ratelimit.spring.RegisteredBucket;
+import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.boot.convert.DurationStyle;
+import org.springframework.util.ClassUtils;
+
+/**
+ * One {@code @RateLimited} of a method, resolved once: its bucket (or its per-key buckets), the cost,
+ * the max-wait, and what is evaluated when the call completes.
+ */
+final class Limit {
+
+	final String bucket;
+
+	final RateLimiter limiter;
+
+	final BucketStats stats;
+
+	final CostExpression cost;
+
+	final Duration maxWait;
+
+	/** The key of a per-key call, or {@code null} for the bucket itself. */
+	final @Nullable KeyExpression key;
+
+	private final @Nullable KeyedBuckets keys;
+
+	/** {@code refundIf}, or {@code null}. */
+	final @Nullable CompletionExpression refundIf;
+
+	/** {@code settle}, or {@code null}. */
+	final @Nullable CompletionExpression settle;
+
+	private Limit(RegisteredBucket bucket, CostExpression cost, Duration maxWait, @Nullable KeyExpression key,
+			@Nullable CompletionExpression refundIf, @Nullable CompletionExpression settle) {
+		this.bucket = bucket.name();
+		this.limiter = bucket.limiter();
+		this.stats = bucket.stats();
+		this.cost = cost;
+		this.maxWait = maxWait;
+		this.key = key;
+		this.keys = (key != null) ? bucket.keyed() : null;
+		this.refundIf = refundIf;
+		this.settle = settle;
+	}
+
+	static Limit of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
+		String where = where(method, targetClass);
+		CostExpression cost = CostExpression.parse(annotation.cost(), where);
+		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
+		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
+		CompletionExpression refundIf = annotation.refundIf().isBlank() ? null
+				: CompletionExpression.parse("refundIf", annotation.refundIf(), where);
+		CompletionExpression settle = annotation.settle().isBlank() ? null
+				: CompletionExpression.parse("settle", annotation.settle(), where);
+		return new Limit(bucket, cost, maxWait, key, refundIf, settle);
+	}
+
+	static String where(Method method, Class<?> targetClass) {
+		return "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
+	}
+
+	boolean completes() {
+		return this.refundIf != null || this.settle != null;
+	}
+
+	/**
+	 * The key of this call, or {@code null} for an unkeyed bucket.
+	 *
+	 * @throws IllegalArgumentException when the key is {@code null}
+	 */
+	@Nullable Object key(MethodInvocation invocation) {
+		return (this.key != null) ? this.key.evaluate(invocation, this.bucket) : null;
+	}
+
+	/**
+	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket.
+	 */
+	Permit acquire(long tokens, @Nullable Object k) throws InterruptedException {
+		if (k == null) {
+			return this.limiter.acquire(tokens, this.maxWait);
+		}
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			return entry.limiter().acquire(tokens, this.maxWait);
+		}
+		catch (RateLimitExceededException ex) {
+			throw KeyedReservation.withKey(ex, k);
+		}
+		finally {
+			entry.unpin();
+		}
+	}
+
+	/**
+	 * Claims the call's tokens without waiting: from the bucket, or from its key's bucket.
+	 */
+	Reservation reserve(long tokens, @Nullable Object k) {
+		if (k == null) {
+			return this.limiter.reserve(tokens, this.maxWait);
+		}
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			return new KeyedReservation(entry.limiter().reserve(tokens, this.maxWait), k);
+		}
+		catch (RateLimitExceededException ex) {
+			throw KeyedReservation.withKey(ex, k);
+		}
+		finally {
+			entry.unpin();
+		}
+	}
+
+	/**
+	 * Shadow mode: decides as the bucket would, never holding the call back. A call it would refuse
+	 * keeps nothing and counts as {@code shadow-rejected}; a call it would make wait keeps its tokens
+	 * (taken without waiting, as a settle does) and counts as {@code granted}.
+	 *
+	 * @return the permit (capped release: released when the call completes; a no-op one for tokens
+	 *         taken without waiting), or {@code null} when the bucket would have refused and kept nothing
+	 */
+	@Nullable Permit shadow(long tokens, @Nullable Object k) {
+		boolean deferred = BucketStats.deferRefusals(true);
+		try {
+			Reservation reservation;
+			try {
+				reservation = reserve(tokens, k);
+			}
+			catch (RateLimitExceededException ex) {
+				this.stats.refused();
+				return null;
+			}
+			long delay;
+			try {
+				delay = reservation.poll();
+			}
+			catch (RateLimitExceededException ex) {
+				this.stats.refused();
+				return null;
+			}
+			if (delay == 0) {
+				return reservation.permit();
+			}
+			reservation.cancel();
+			charge(tokens, k);
+			this.stats.recordGranted(0);
+			return Permit.noop();
+		}
+		finally {
+			BucketStats.deferRefusals(deferred);
+		}
+	}
+
+	/** Gives back tokens a granted call took (the rate only: a capped permit still releases). */
+	void refund(long tokens, @Nullable Object k) {
+		if (tokens == 0) {
+			return;
+		}
+		if (k == null) {
+			this.limiter.refund(tokens);
+			return;
+		}
+		// the key's bucket in the map now: the one the call took from, or (once it was dropped, full) a
+		// new one, identical to it (K1)
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			entry.limiter().refund(tokens);
+		}
+		finally {
+			entry.unpin();
+		}
+	}
+
+	/** Takes more tokens without waiting: later callers wait for them. */
+	void charge(long tokens, @Nullable Object k) {
+		if (tokens == 0) {
+			return;
+		}
+		if (k == null) {
+			this.limiter.charge(tokens);
+			return;
+		}
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			entry.limiter().charge(tokens);
+		}
+		finally {
+			entry.unpin();
+		}
+	}
+
+	static Duration parseMaxWait(String value, String where) {
+		Duration maxWait;
+		try {
+			maxWait = DurationStyle.detectAndParse(value.trim());
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("maxWait '" + value + "' of " + where
+					+ " is not a duration; expected e.g. 0, 100ms, 2s or PT0.5S", ex);
+		}
+		if (maxWait.isNegative()) {
+			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " is negative; expected >= 0");
+		}
+		return maxWait;
+	}
+}
