@@ -26,10 +26,30 @@ public class ShopController {
 
 	private final ReportService reports;
 
-	public ShopController(OrderWriter orders, PartnerApiClient partner, ReportService reports) {
+	private final LoginService logins;
+
+	private final SearchService search;
+
+	public ShopController(OrderWriter orders, PartnerApiClient partner, ReportService reports, LoginService logins,
+			SearchService search) {
 		this.orders = orders;
 		this.partner = partner;
 		this.reports = reports;
+		this.logins = logins;
+		this.search = search;
+	}
+
+	/**
+	 * A login: 200 with {@code ok} true or false; after 5 failures for one user in 15 minutes, 429.
+	 */
+	@PostMapping("/login")
+	public LoginService.LoginResult login(@RequestParam String user, @RequestParam String password) {
+		return this.logins.login(user, password);
+	}
+
+	@GetMapping("/api/search")
+	public List<String> search(@RequestParam String q) {
+		return this.search.search(q);
 	}
 
 	@PostMapping("/orders")

@@ -104,8 +104,8 @@ class SampleApplicationTests {
 	@Test
 	void theEndpointShowsEveryBucketWithEveryField() throws Exception {
 		JsonNode buckets = json("GET", "/actuator/ratelimits").get("buckets");
-		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "reports", "per-user",
-				"public-api");
+		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "partner-daily", "reports",
+				"per-user", "public-api", "login-failures", "search-rollout");
 		JsonNode db = buckets.get("db-writes");
 		assertThat(db.get("type").asString()).isEqualTo("shared");
 		assertThat(db.get("cappedRelease").asBoolean()).isTrue();
@@ -141,6 +141,52 @@ class SampleApplicationTests {
 		assertThat(bob.get("limit").asLong()).isEqualTo(3);
 		assertThat(bob.get("available").asLong()).isEqualTo(2);
 		assertThat(send("GET", "/actuator/ratelimits/per-user/nobody", null).statusCode()).isEqualTo(404);
+	}
+
+	@Test
+	void onlyFailedLoginsCountAndAfterFiveTheUserIsRefused() throws Exception {
+		for (int i = 0; i < 10; i++) {
+			assertThat(send("POST", "/login?user=carol&password=secret", null).body()).contains("\"ok\":true");
+		}
+		for (int i = 0; i < 5; i++) {
+			HttpResponse<String> failed = send("POST", "/login?user=carol&password=guess", null);
+			assertThat(failed.statusCode()).isEqualTo(200);
+			assertThat(failed.body()).contains("\"ok\":false");
+		}
+		HttpResponse<String> locked = send("POST", "/login?user=carol&password=secret", null);
+		assertThat(locked.statusCode()).isEqualTo(429);
+		assertThat(JSON.readTree(locked.body()).get("bucket").asString()).isEqualTo("login-failures");
+		// each user has a budget of their own
+		assertThat(send("POST", "/login?user=dave&password=secret", null).statusCode()).isEqualTo(200);
+	}
+
+	@Test
+	void aShadowBucketNeverRefusesAndCountsWhatItWouldHaveRefused() throws Exception {
+		String meter = "/actuator/metrics/ratelimit.calls?tag=bucket:search-rollout&tag=outcome:shadow-rejected";
+		double before = json("GET", meter).get("measurements").get(0).get("value").asDouble();
+		// slowed to one search per 1000 s, so that what it would refuse does not depend on the machine's speed
+		assertThat(send("POST", "/actuator/ratelimits/search-rollout", "{\"rate\": 0.001}").statusCode()).isEqualTo(200);
+		try {
+			for (int i = 0; i < 20; i++) {
+				assertThat(send("GET", "/api/search?q=tolstoy", null).statusCode()).isEqualTo(200);
+			}
+			JsonNode bucket = json("GET", "/actuator/ratelimits/search-rollout");
+			assertThat(bucket.get("mode").asString()).isEqualTo("shadow");
+			assertThat(bucket.get("rejected").asLong()).isZero();
+			// at most 5 (the limit) of the 20 had their token
+			assertThat(json("GET", meter).get("measurements").get(0).get("value").asDouble() - before)
+				.isGreaterThanOrEqualTo(15);
+		}
+		finally {
+			send("POST", "/actuator/ratelimits/search-rollout", "{\"rate\": 5}");
+		}
+	}
+
+	@Test
+	void thePartnerCallTakesFromBothOfItsBuckets() throws Exception {
+		long daily = json("GET", "/actuator/ratelimits/partner-daily").get("granted").asLong();
+		assertThat(json("GET", "/shipping/Oslo").get("cents").asLong()).isNotZero();
+		assertThat(json("GET", "/actuator/ratelimits/partner-daily").get("granted").asLong()).isGreaterThan(daily);
 	}
 
 	@Test
