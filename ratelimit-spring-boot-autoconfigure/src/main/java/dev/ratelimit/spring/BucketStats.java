@@ -17,14 +17,20 @@ import dev.ratelimit.core.StatsRecorder;
 public final class BucketStats implements StatsRecorder {
 
 	/**
-	 * Set while the interceptor claims from several buckets for one call: a refusal there is decided
-	 * by the interceptor, which counts it once, for the bucket it names.
+	 * Set while the interceptor claims from several buckets for one call (or decides for a bucket in
+	 * shadow mode): a refusal the limiters record then is not counted, the interceptor counting the
+	 * call's one refusal itself ({@link #refused}). Read only on refusals, never on a grant.
 	 */
 	private static final ThreadLocal<boolean[]> DEFERRING = ThreadLocal.withInitial(() -> new boolean[1]);
 
 	private final StatsRecorder counts;
 
 	private final LongAdder shadowRejected = new LongAdder();
+
+	private final LongAdder ungranted = new LongAdder();
+
+	/** The most {@link #granted()} has answered: what it never answers less than. */
+	private volatile long shownGranted;
 
 	private final boolean allShadow;
 
@@ -48,6 +54,25 @@ public final class BucketStats implements StatsRecorder {
 		this.counts.recordGranted(waitedNanos);
 	}
 
+	/**
+	 * Counts a call the interceptor let through without its limiter counting it (a call in shadow
+	 * mode that would have waited).
+	 *
+	 * @param waitedNanos how long the call waited for its tokens
+	 */
+	public void countGranted(long waitedNanos) {
+		this.counts.recordGranted(waitedNanos);
+	}
+
+	/**
+	 * Takes back the count of a grant that was given back at once: the first try of a call on several
+	 * buckets took from this one, then another had not enough, and the call claims and waits as usual
+	 * (it is counted again when it is granted, or not at all when it is refused).
+	 */
+	public void ungrant() {
+		this.ungranted.increment();
+	}
+
 	@Override
 	public void recordRejected() {
 		if (!DEFERRING.get()[0]) {
@@ -68,9 +93,20 @@ public final class BucketStats implements StatsRecorder {
 		}
 	}
 
+	/**
+	 * Calls let through so far. Never goes down (a meter reads it as a counter): a grant taken back by
+	 * {@link #ungrant()} may show for the instant between the two, and the count stays there until a
+	 * new grant passes it.
+	 */
 	@Override
 	public long granted() {
-		return this.counts.granted();
+		long granted = this.counts.granted() - this.ungranted.sum();
+		long shown = this.shownGranted;
+		if (granted <= shown) {
+			return shown;
+		}
+		this.shownGranted = granted; // racy: a reader that loses the race returns its own, higher value
+		return granted;
 	}
 
 	@Override
@@ -131,13 +167,13 @@ public final class BucketStats implements StatsRecorder {
 	}
 
 	/**
-	 * For the starter's interceptor: while on, refusals recorded by this thread's limiters are not
-	 * counted (the interceptor counts the call's one refusal itself, with {@link #refused()}).
+	 * For the starter's interceptor: while on, refusals this thread's limiters record are not counted;
+	 * the interceptor counts the call's one refusal itself.
 	 *
 	 * @param defer whether to defer
-	 * @return whether refusals were deferred before
+	 * @return whether recording was deferred before
 	 */
-	public static boolean deferRefusals(boolean defer) {
+	public static boolean defer(boolean defer) {
 		boolean[] flag = DEFERRING.get();
 		boolean before = flag[0];
 		flag[0] = defer;

@@ -56,12 +56,27 @@ final class Call implements Reservation, Permit {
 	volatile @Nullable Object result;
 
 	Call(Limit[] limits, long[] tokens, @Nullable Object[] keys) {
+		this(limits, tokens, keys, new Permit[limits.length]);
+	}
+
+	private Call(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
 		this.limits = limits;
 		this.tokens = tokens;
 		this.keys = keys;
 		this.parts = new Reservation[limits.length];
-		this.permits = new Permit[limits.length];
+		this.permits = permits;
 		this.kept = new boolean[limits.length];
+	}
+
+	/**
+	 * A call that took every bucket's tokens at once (the blocking path's first try): granted, its
+	 * permits those of the buckets ({@code null} where there is nothing to release).
+	 */
+	static Call granted(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
+		Call call = new Call(limits, tokens, keys, permits);
+		java.util.Arrays.fill(call.kept, true);
+		call.state.set(GRANTED);
+		return call;
 	}
 
 	/** Records a shadow bucket's decision: its permit, or {@code null} when it kept nothing. */

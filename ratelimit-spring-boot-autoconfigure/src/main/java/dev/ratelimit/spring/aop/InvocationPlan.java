@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.aop;
 
 import java.lang.reflect.Method;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
@@ -60,6 +61,12 @@ final class InvocationPlan {
 	/** Whether any limit has {@code refundIf} or {@code settle}. */
 	final boolean completes;
 
+	/**
+	 * The general path with local buckets only: a blocking call first tries to take from each without
+	 * waiting, which is what almost every call finds.
+	 */
+	private final boolean optimistic;
+
 	/** What runs instead of a refused call, or {@code null} to let the refusal through. */
 	final @Nullable FallbackMethod fallback;
 
@@ -73,6 +80,11 @@ final class InvocationPlan {
 		}
 		this.completes = completes;
 		this.single = (limits.length == 1 && !completes) ? limits[0] : null;
+		boolean local = true;
+		for (Limit limit : limits) {
+			local &= limit.local;
+		}
+		this.optimistic = this.single == null && local;
 	}
 
 	static InvocationPlan of(List<RateLimited> annotations, Method method, Class<?> targetClass,
@@ -106,7 +118,103 @@ final class InvocationPlan {
 			}
 			return one.acquire(tokens, key);
 		}
-		return claim(invocation).await();
+		int count = this.limits.length;
+		long[] tokens = new long[count];
+		Object[] keys = new Object[count];
+		evaluate(invocation, tokens, keys);
+		if (this.optimistic) {
+			Permit permit = takeAtOnce(tokens, keys);
+			if (permit != null) {
+				return permit;
+			}
+		}
+		return claim(tokens, keys).await();
+	}
+
+	/**
+	 * The blocking path's first try: takes from every bucket, in order, only what is there now (each
+	 * limiter counts its grant). When a bucket has not enough now (or is in shadow mode), gives back what
+	 * was taken (a refund, then the release) and takes back its count, as if nothing had happened, and
+	 * the caller claims and waits as usual; that bucket's refusal is not counted.
+	 *
+	 * @return the permit, or {@code null} when the call must claim and wait
+	 */
+	private @Nullable Permit takeAtOnce(long[] tokens, @Nullable Object[] keys) throws InterruptedException {
+		Limit[] limits = this.limits;
+		int count = limits.length;
+		Permit[] permits = null;
+		int taken = 0;
+		boolean deferred = BucketStats.defer(true);
+		try {
+			for (; taken < count; taken++) {
+				Limit limit = limits[taken];
+				if (limit.stats.isShadow()) {
+					break;
+				}
+				Permit permit;
+				try {
+					permit = limit.acquire(tokens[taken], keys[taken], Duration.ZERO);
+				}
+				catch (RateLimitExceededException ex) {
+					break;
+				}
+				if (permit != Permit.noop()) {
+					if (permits == null) {
+						permits = new Permit[count];
+					}
+					permits[taken] = permit;
+				}
+			}
+		}
+		finally {
+			if (taken < count) {
+				giveBack(taken, tokens, keys, permits);
+			}
+			BucketStats.defer(deferred);
+		}
+		if (taken < count) {
+			return null;
+		}
+		if (this.completes) {
+			return Call.granted(limits, tokens, keys, (permits != null) ? permits : new Permit[count]);
+		}
+		return (permits != null) ? new Permits(permits) : Permit.noop();
+	}
+
+	private void giveBack(int taken, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
+		for (int i = 0; i < taken; i++) {
+			this.limits[i].refund(tokens[i], keys[i]);
+			if (permits != null && permits[i] != null) {
+				permits[i].close();
+			}
+			this.limits[i].stats.ungrant();
+		}
+	}
+
+	/** The permits of several buckets, released together, once. */
+	private static final class Permits implements Permit {
+
+		private final @Nullable Permit[] permits;
+
+		Permits(@Nullable Permit[] permits) {
+			this.permits = permits;
+		}
+
+		@Override
+		public void close() {
+			for (Permit permit : this.permits) {
+				if (permit != null) {
+					permit.close(); // each releases at most once
+				}
+			}
+		}
+	}
+
+	private void evaluate(MethodInvocation invocation, long[] tokens, @Nullable Object[] keys) {
+		for (int i = 0; i < tokens.length; i++) {
+			tokens[i] = this.limits[i].cost.evaluate(invocation);
+			keys[i] = this.limits[i].key(invocation);
+		}
 	}
 
 	/**
@@ -119,7 +227,11 @@ final class InvocationPlan {
 		if (one != null && !one.stats.isShadow()) {
 			return one.reserve(one.cost.evaluate(invocation), one.key(invocation));
 		}
-		return claim(invocation);
+		int count = this.limits.length;
+		long[] tokens = new long[count];
+		Object[] keys = new Object[count];
+		evaluate(invocation, tokens, keys);
+		return claim(tokens, keys);
 	}
 
 	/**
@@ -139,18 +251,12 @@ final class InvocationPlan {
 	 * any refuses, every claim is given back and the refusing bucket whose wait was longest is named
 	 * and alone counts the call as rejected. Buckets in shadow mode decide last, never refusing.
 	 */
-	private Call claim(MethodInvocation invocation) {
+	private Call claim(long[] tokens, @Nullable Object[] keys) {
 		int count = this.limits.length;
-		long[] tokens = new long[count];
-		Object[] keys = new Object[count];
-		for (int i = 0; i < count; i++) {
-			tokens[i] = this.limits[i].cost.evaluate(invocation);
-			keys[i] = this.limits[i].key(invocation);
-		}
 		Call call = new Call(this.limits, tokens, keys);
 		RateLimitExceededException worst = null;
 		Limit refusing = null;
-		boolean deferred = BucketStats.deferRefusals(true);
+		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < count; i++) {
 				Limit limit = this.limits[i];
@@ -183,7 +289,7 @@ final class InvocationPlan {
 			throw ex;
 		}
 		finally {
-			BucketStats.deferRefusals(deferred);
+			BucketStats.defer(deferred);
 		}
 		if (worst != null) {
 			refusing.stats.refused();

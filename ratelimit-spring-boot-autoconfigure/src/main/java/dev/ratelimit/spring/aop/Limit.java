@@ -31,6 +31,9 @@ final class Limit {
 
 	final CostExpression cost;
 
+	/** Whether the bucket lives in this JVM (a call to it costs no round trip). */
+	final boolean local;
+
 	final Duration maxWait;
 
 	/** The key of a per-key call, or {@code null} for the bucket itself. */
@@ -49,6 +52,7 @@ final class Limit {
 		this.bucket = bucket.name();
 		this.limiter = bucket.limiter();
 		this.stats = bucket.stats();
+		this.local = "local".equals(bucket.backend());
 		this.cost = cost;
 		this.maxWait = maxWait;
 		this.key = key;
@@ -90,12 +94,19 @@ final class Limit {
 	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket.
 	 */
 	Permit acquire(long tokens, @Nullable Object k) throws InterruptedException {
+		return acquire(tokens, k, this.maxWait);
+	}
+
+	/**
+	 * Takes the call's tokens, waiting at most {@code wait}.
+	 */
+	Permit acquire(long tokens, @Nullable Object k, Duration wait) throws InterruptedException {
 		if (k == null) {
-			return this.limiter.acquire(tokens, this.maxWait);
+			return this.limiter.acquire(tokens, wait);
 		}
 		KeyedBuckets.Entry entry = this.keys.pin(k);
 		try {
-			return entry.limiter().acquire(tokens, this.maxWait);
+			return entry.limiter().acquire(tokens, wait);
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k);
@@ -133,7 +144,7 @@ final class Limit {
 	 *         taken without waiting), or {@code null} when the bucket would have refused and kept nothing
 	 */
 	@Nullable Permit shadow(long tokens, @Nullable Object k) {
-		boolean deferred = BucketStats.deferRefusals(true);
+		boolean deferred = BucketStats.defer(true);
 		try {
 			Reservation reservation;
 			try {
@@ -152,15 +163,15 @@ final class Limit {
 				return null;
 			}
 			if (delay == 0) {
-				return reservation.permit();
+				return reservation.permit(); // counted as granted by the limiter
 			}
 			reservation.cancel();
 			charge(tokens, k);
-			this.stats.recordGranted(0);
+			this.stats.countGranted(0);
 			return Permit.noop();
 		}
 		finally {
-			BucketStats.deferRefusals(deferred);
+			BucketStats.defer(deferred);
 		}
 	}
 

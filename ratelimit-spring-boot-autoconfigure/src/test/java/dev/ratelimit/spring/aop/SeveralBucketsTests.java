@@ -77,8 +77,9 @@ class SeveralBucketsTests {
 			assertThat(snapshot(context, "hourly").available()).isEqualTo(hourly.available()).isEqualTo(1);
 			assertThat(snapshot(context, "tenth").available()).isEqualTo(tenth.available()).isZero();
 			assertThat(snapshot(context, "tenth").deficiency()).isZero();
-			// only the refusing bucket counts the refusal
+			// only the refusing bucket counts the refusal, and the other does not count a grant
 			assertThat(snapshot(context, "hourly").rejected()).isZero();
+			assertThat(snapshot(context, "hourly").granted()).isEqualTo(1);
 			assertThat(snapshot(context, "tenth").rejected()).isEqualTo(1);
 			assertThat(partner.calls()).isEqualTo(1);
 			// once tenth has its token again, the call takes from both

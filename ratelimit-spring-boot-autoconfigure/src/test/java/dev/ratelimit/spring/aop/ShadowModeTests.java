@@ -18,6 +18,7 @@ import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import io.micrometer.core.instrument.MeterRegistry;
 import org.junit.jupiter.api.Test;
+import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
 import reactor.test.StepVerifier;
 
@@ -115,9 +116,10 @@ class ShadowModeTests {
 			for (int i = 0; i < 3; i++) {
 				assertThat(rollout.async().get(2, TimeUnit.SECONDS)).isEqualTo("async");
 				StepVerifier.create(rollout.mono()).expectNext("mono").verifyComplete();
+				StepVerifier.create(rollout.flux()).expectNext("a", "b").verifyComplete();
 			}
 			assertThat(calls(context, "new-limit", "granted")).isEqualTo(1);
-			assertThat(calls(context, "new-limit", "shadow-rejected")).isEqualTo(5);
+			assertThat(calls(context, "new-limit", "shadow-rejected")).isEqualTo(8);
 		});
 	}
 
@@ -240,6 +242,11 @@ class ShadowModeTests {
 		@RateLimited("new-limit")
 		public Mono<String> mono() {
 			return Mono.just("mono");
+		}
+
+		@RateLimited("new-limit")
+		public Flux<String> flux() {
+			return Flux.just("a", "b");
 		}
 	}
 }

@@ -30,6 +30,8 @@ class SuspendRateLimitedTests {
             "ratelimit.buckets.capped.capped-release=true", "ratelimit.buckets.capped.max-wait=10s",
             "ratelimit.buckets.hourly.rate=1", "ratelimit.buckets.hourly.period=1h",
             "ratelimit.buckets.hourly.max-wait=0",
+            "ratelimit.buckets.watched.rate=1", "ratelimit.buckets.watched.period=1h",
+            "ratelimit.buckets.watched.max-wait=0", "ratelimit.buckets.watched.mode=shadow",
         )
 
     @Test
@@ -112,6 +114,53 @@ class SuspendRateLimitedTests {
     }
 }
 
+class SuspendSeveralBucketsAndShadowTests {
+
+    private val runner = ApplicationContextRunner()
+        .withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration::class.java))
+        .withUserConfiguration(CoroutineConfiguration::class.java)
+        .withPropertyValues(
+            "ratelimit.buckets.capped.rate=1000000", "ratelimit.buckets.capped.limit=1",
+            "ratelimit.buckets.capped.capped-release=true", "ratelimit.buckets.capped.max-wait=10s",
+            "ratelimit.buckets.hourly.rate=1", "ratelimit.buckets.hourly.period=1h",
+            "ratelimit.buckets.hourly.max-wait=0",
+            "ratelimit.buckets.watched.rate=1", "ratelimit.buckets.watched.period=1h",
+            "ratelimit.buckets.watched.max-wait=0", "ratelimit.buckets.watched.mode=shadow",
+        )
+
+    @Test
+    fun `a suspend method with two buckets takes from both or from neither`() {
+        runner.run { context ->
+            val service = context.getBean(CoroutineService::class.java)
+            val capped = context.getBean("capped", RateLimiter::class.java)
+            val hourly = context.getBean("hourly", RateLimiter::class.java)
+            runBlocking {
+                assertThat(service.both()).isEqualTo("both")
+                assertThat(capped.snapshot().inFlight()).isZero()
+                val refused = runCatching { service.both() }.exceptionOrNull()
+                assertThat(refused).isInstanceOfSatisfying(RateLimitExceededException::class.java) {
+                    assertThat(it.bucket).isEqualTo("hourly")
+                }
+                // capped gave its claim back: nothing in flight, nothing owed
+                assertThat(capped.snapshot().inFlight()).isZero()
+                assertThat(capped.snapshot().deficiency()).isZero()
+                assertThat(hourly.snapshot().rejected()).isEqualTo(1)
+            }
+        }
+    }
+
+    @Test
+    fun `a suspend method on a shadow bucket is never refused`() {
+        runner.run { context ->
+            val service = context.getBean(CoroutineService::class.java)
+            runBlocking {
+                repeat(3) { assertThat(service.watched()).isEqualTo("watched") }
+            }
+            assertThat(context.getBean("watched", RateLimiter::class.java).snapshot().granted()).isEqualTo(1)
+        }
+    }
+}
+
 @Configuration(proxyBeanMethods = false)
 open class CoroutineConfiguration {
 
@@ -145,6 +194,16 @@ open class CoroutineService {
 
     @RateLimited("hourly")
     open suspend fun plain(): String = "plain"
+
+    @RateLimited("capped")
+    @RateLimited("hourly")
+    open suspend fun both(): String {
+        delay(1)
+        return "both"
+    }
+
+    @RateLimited("watched")
+    open suspend fun watched(): String = "watched"
 
     @RateLimited(value = "hourly", refundIf = "#result == 'free'")
     open suspend fun lookup(free: Boolean): String {
