@@ -8,7 +8,12 @@ import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.aop.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
+import dev.ratelimit.spring.aop.GrantObserver;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
+import dev.ratelimit.spring.web.RateLimitFilter;
+import dev.ratelimit.spring.web.RateLimitWebFilter;
+import dev.ratelimit.spring.web.ServletLevels;
+import dev.ratelimit.spring.web.WebRules;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -20,8 +25,10 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProp
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
@@ -96,11 +103,12 @@ public final class RateLimitAutoConfiguration {
 	@Bean
 	@Role(BeanDefinition.ROLE_INFRASTRUCTURE)
 	static RateLimitAdvisor rateLimitAdvisor(Environment environment, ObjectProvider<BucketDefinitions> definitions,
-			ObjectProvider<RateLimiterRegistry> registry, ObjectProvider<RateLimitExecutors> executors) {
+			ObjectProvider<RateLimiterRegistry> registry, ObjectProvider<RateLimitExecutors> executors,
+			ObjectProvider<GrantObserver> observers) {
 		int order = environment.getProperty("ratelimit.interceptor-order", Integer.class,
 				RateLimitProperties.DEFAULT_INTERCEPTOR_ORDER);
 		RateLimitAdvisor advisor = new RateLimitAdvisor(definitions::getObject,
-				new RateLimitInterceptor(registry::getObject, executors::getObject));
+				new RateLimitInterceptor(registry::getObject, executors::getObject, observers::getIfAvailable));
 		advisor.setOrder(order);
 		return advisor;
 	}
@@ -112,8 +120,81 @@ public final class RateLimitAutoConfiguration {
 
 		@Bean
 		@ConditionalOnMissingBean
-		RateLimitExceptionHandler rateLimitExceptionHandler(RateLimitProperties properties) {
-			return new RateLimitExceptionHandler(properties.getWeb().isExposeKey());
+		RateLimitExceptionHandler rateLimitExceptionHandler(RateLimitProperties properties,
+				ObjectProvider<RateLimiterRegistry> registry) {
+			return new RateLimitExceptionHandler(properties.getWeb().isExposeKey(), properties.getWeb().getHeaders(),
+					registry::getIfAvailable);
+		}
+	}
+
+	/** The actuator's base path, never limited by web rules. */
+	static String actuatorPath(Environment environment) {
+		return environment.getProperty("management.endpoints.web.base-path", "/actuator");
+	}
+
+	/**
+	 * After Spring Security's filter chain ({@code spring.security.filter.order}, -100 by default), so
+	 * that {@code principal} keys resolve.
+	 */
+	static int ruleFilterOrder(Environment environment) {
+		return environment.getProperty("spring.security.filter.order", Integer.class, -100) + 10;
+	}
+
+	/**
+	 * Web rules in a Spring MVC application: a servlet filter, registered only when rules exist.
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
+	@ConditionalOnClass(name = { "jakarta.servlet.Filter", "org.springframework.web.filter.OncePerRequestFilter",
+			"org.springframework.web.util.pattern.PathPattern" })
+	static class ServletRulesConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		WebRules rateLimitWebRules(RateLimitProperties properties, BucketDefinitions definitions,
+				ObjectProvider<RateLimiterRegistry> registry) {
+			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
+		}
+
+		@Bean
+		FilterRegistrationBean<RateLimitFilter> rateLimitFilter(WebRules rules, RateLimitProperties properties,
+				Environment environment) {
+			RateLimitProperties.Web web = properties.getWeb();
+			FilterRegistrationBean<RateLimitFilter> registration = new FilterRegistrationBean<>(
+					new RateLimitFilter(rules, web.getHeaders(), web.isExposeKey(), actuatorPath(environment)));
+			registration.setOrder(ruleFilterOrder(environment));
+			registration.setAsyncSupported(true);
+			registration.setEnabled(!rules.isEmpty());
+			return registration;
+		}
+
+		@Bean
+		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
+		GrantObserver rateLimitServletLevels() {
+			return new ServletLevels();
+		}
+	}
+
+	/**
+	 * Web rules in a WebFlux application: a {@code WebFilter}, made only when rules exist.
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
+	@ConditionalOnClass(name = { "org.springframework.web.server.WebFilter", "reactor.core.publisher.Mono" })
+	static class ReactiveRulesConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		WebRules rateLimitWebRules(RateLimitProperties properties, BucketDefinitions definitions,
+				ObjectProvider<RateLimiterRegistry> registry) {
+			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
+		}
+
+		@Bean
+		RateLimitWebFilter rateLimitWebFilter(WebRules rules, RateLimitProperties properties, Environment environment) {
+			RateLimitProperties.Web web = properties.getWeb();
+			return new RateLimitWebFilter(rules, web.getHeaders(), web.isExposeKey(), actuatorPath(environment),
+					ruleFilterOrder(environment));
 		}
 	}
 }

@@ -2,7 +2,9 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 
 import org.jspecify.annotations.Nullable;
@@ -162,12 +164,114 @@ public class RateLimitProperties {
 		 */
 		private boolean exposeKey;
 
+		/**
+		 * Rate-limit headers: retry-after (Retry-After on a 429 only), ietf (also the IETF draft's
+		 * RateLimit-Policy and RateLimit fields on every limited response, and violated-policies in the
+		 * 429's problem detail) or none (no header at all, Retry-After included).
+		 */
+		private WebHeaders headers = WebHeaders.RETRY_AFTER;
+
+		/**
+		 * Limits on HTTP requests by URL pattern, tried in order; every matching rule applies.
+		 */
+		private List<Rule> rules = new ArrayList<>();
+
 		public boolean isExposeKey() {
 			return this.exposeKey;
 		}
 
 		public void setExposeKey(boolean exposeKey) {
 			this.exposeKey = exposeKey;
+		}
+
+		public WebHeaders getHeaders() {
+			return this.headers;
+		}
+
+		public void setHeaders(WebHeaders headers) {
+			this.headers = headers;
+		}
+
+		public List<Rule> getRules() {
+			return this.rules;
+		}
+
+		public void setRules(List<Rule> rules) {
+			this.rules = rules;
+		}
+	}
+
+	/**
+	 * One web rule: the requests it matches and the bucket they take from.
+	 */
+	public static class Rule {
+
+		/**
+		 * Spring PathPattern patterns of the paths the rule limits, e.g. /api/**; required.
+		 */
+		private List<String> paths = new ArrayList<>();
+
+		/**
+		 * HTTP methods the rule limits (GET, POST, ...); empty (the default) for every method.
+		 */
+		private List<String> methods = new ArrayList<>();
+
+		/**
+		 * The bucket the matching requests take from; required, a configured bucket.
+		 */
+		private @Nullable String bucket;
+
+		/**
+		 * One bucket per key: ip (the remote address, IPv6 by its /64), principal (the authenticated
+		 * user's name), header:<Name> (the header's value), or a SpEL expression over #request. A
+		 * request without the header, or anonymous under principal, shares the key "" (empty). Empty
+		 * (the default): the bucket itself.
+		 */
+		private @Nullable String key;
+
+		/**
+		 * Tokens a matching request takes.
+		 */
+		private long cost = 1;
+
+		public List<String> getPaths() {
+			return this.paths;
+		}
+
+		public void setPaths(List<String> paths) {
+			this.paths = paths;
+		}
+
+		public List<String> getMethods() {
+			return this.methods;
+		}
+
+		public void setMethods(List<String> methods) {
+			this.methods = methods;
+		}
+
+		public @Nullable String getBucket() {
+			return this.bucket;
+		}
+
+		public void setBucket(@Nullable String bucket) {
+			this.bucket = bucket;
+		}
+
+		public @Nullable String getKey() {
+			return this.key;
+		}
+
+		public void setKey(@Nullable String key) {
+			this.key = key;
+		}
+
+		public long getCost() {
+			return this.cost;
+		}
+
+		public void setCost(long cost) {
+			this.cost = cost;
 		}
 	}
 

@@ -25,6 +25,16 @@ abstract class CostExpression {
 	abstract long evaluate(MethodInvocation invocation);
 
 	/**
+	 * A fixed cost.
+	 *
+	 * @param tokens the tokens, {@code >= 0}
+	 * @return the cost
+	 */
+	static CostExpression constant(long tokens) {
+		return new Constant(tokens);
+	}
+
+	/**
 	 * Parses a cost.
 	 *
 	 * @param cost the annotation's cost

@@ -12,6 +12,7 @@ import java.util.function.Function;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.RateLimitConfigurationException;
@@ -20,6 +21,8 @@ import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.core.KotlinDetector;
+import org.springframework.core.annotation.AnnotatedElementUtils;
+import org.springframework.stereotype.Controller;
 import org.springframework.core.MethodParameter;
 import org.springframework.util.ClassUtils;
 
@@ -70,6 +73,9 @@ final class InvocationPlan {
 	/** What runs instead of a refused call, or {@code null} to let the refusal through. */
 	final @Nullable FallbackMethod fallback;
 
+	/** Whether the method is a web controller's (whose responses may carry the buckets' levels). */
+	boolean controller;
+
 	private InvocationPlan(Kind kind, Limit[] limits, @Nullable FallbackMethod fallback) {
 		this.kind = kind;
 		this.limits = limits;
@@ -87,6 +93,46 @@ final class InvocationPlan {
 		this.optimistic = this.single == null && local;
 	}
 
+	/**
+	 * The plan of a fixed set of limits, claimed in the order given (a web request's matching rules).
+	 */
+	static InvocationPlan of(Limit[] limits) {
+		return new InvocationPlan(Kind.BLOCKING, limits, null);
+	}
+
+	/**
+	 * Takes the tokens of a call whose costs and keys are known (a web request), waiting at most the
+	 * max-wait.
+	 */
+	Permit acquire(long[] tokens, @Nullable Object[] keys) throws InterruptedException {
+		Limit one = this.single;
+		if (one != null) {
+			if (one.stats.isShadow()) {
+				Permit permit = one.shadow(tokens[0], keys[0]);
+				return (permit != null) ? permit : Permit.noop();
+			}
+			return one.acquire(tokens[0], keys[0]);
+		}
+		if (this.optimistic) {
+			Permit permit = takeAtOnce(tokens, keys);
+			if (permit != null) {
+				return permit;
+			}
+		}
+		return claim(tokens, keys).await();
+	}
+
+	/**
+	 * Claims the tokens of a call whose costs and keys are known, without waiting.
+	 */
+	Reservation reserve(long[] tokens, @Nullable Object[] keys) {
+		Limit one = this.single;
+		if (one != null && !one.stats.isShadow()) {
+			return one.reserve(tokens[0], keys[0]);
+		}
+		return claim(tokens, keys);
+	}
+
 	static InvocationPlan of(List<RateLimited> annotations, Method method, Class<?> targetClass,
 			Function<String, RegisteredBucket> buckets) {
 		List<Limit> limits = new ArrayList<>();
@@ -99,7 +145,22 @@ final class InvocationPlan {
 			}
 		}
 		limits.sort(Comparator.comparing((Limit limit) -> limit.bucket));
-		return new InvocationPlan(kindOf(method), limits.toArray(new Limit[0]), fallback);
+		InvocationPlan plan = new InvocationPlan(kindOf(method), limits.toArray(new Limit[0]), fallback);
+		plan.controller = AnnotatedElementUtils.hasAnnotation(targetClass, Controller.class);
+		return plan;
+	}
+
+	/**
+	 * Tells the observer the buckets' levels after a call took its tokens (its keys evaluated again).
+	 */
+	void observeGrant(MethodInvocation invocation, GrantObserver observer) {
+		String[] buckets = new String[this.limits.length];
+		RateLimiterSnapshot[] levels = new RateLimiterSnapshot[this.limits.length];
+		for (int i = 0; i < buckets.length; i++) {
+			buckets[i] = this.limits[i].bucket;
+			levels[i] = this.limits[i].snapshot(this.limits[i].key(invocation));
+		}
+		observer.granted(buckets, levels);
 	}
 
 	/**

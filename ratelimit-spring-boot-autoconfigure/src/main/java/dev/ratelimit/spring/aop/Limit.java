@@ -7,6 +7,7 @@ import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
@@ -48,7 +49,7 @@ final class Limit {
 	final @Nullable CompletionExpression settle;
 
 	private Limit(RegisteredBucket bucket, CostExpression cost, Duration maxWait, @Nullable KeyExpression key,
-			@Nullable CompletionExpression refundIf, @Nullable CompletionExpression settle) {
+			boolean keyed, @Nullable CompletionExpression refundIf, @Nullable CompletionExpression settle) {
 		this.bucket = bucket.name();
 		this.limiter = bucket.limiter();
 		this.stats = bucket.stats();
@@ -56,7 +57,7 @@ final class Limit {
 		this.cost = cost;
 		this.maxWait = maxWait;
 		this.key = key;
-		this.keys = (key != null) ? bucket.keyed() : null;
+		this.keys = keyed ? bucket.keyed() : null;
 		this.refundIf = refundIf;
 		this.settle = settle;
 	}
@@ -70,7 +71,31 @@ final class Limit {
 				: CompletionExpression.parse("refundIf", annotation.refundIf(), where);
 		CompletionExpression settle = annotation.settle().isBlank() ? null
 				: CompletionExpression.parse("settle", annotation.settle(), where);
-		return new Limit(bucket, cost, maxWait, key, refundIf, settle);
+		return new Limit(bucket, cost, maxWait, key, key != null, refundIf, settle);
+	}
+
+	/**
+	 * A web rule's limit: a fixed cost, the bucket's max-wait, and a key the rule computes from the
+	 * request (when {@code keyed}).
+	 */
+	static Limit forRule(RegisteredBucket bucket, long cost, boolean keyed) {
+		return new Limit(bucket, CostExpression.constant(cost), bucket.maxWait(), null, keyed, null, null);
+	}
+
+	/**
+	 * The state of the bucket a call with key {@code k} takes from (the bucket's own without a key).
+	 */
+	RateLimiterSnapshot snapshot(@Nullable Object k) {
+		if (k == null || this.keys == null) {
+			return this.limiter.snapshot();
+		}
+		KeyedBuckets.Entry entry = this.keys.pin(k);
+		try {
+			return entry.limiter().snapshot();
+		}
+		finally {
+			entry.unpin();
+		}
 	}
 
 	static String where(Method method, Class<?> targetClass) {

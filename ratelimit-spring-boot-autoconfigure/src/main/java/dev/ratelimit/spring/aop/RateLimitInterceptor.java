@@ -13,6 +13,7 @@ import dev.ratelimit.spring.RateLimiterRegistry;
 
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.aop.support.AopUtils;
 import org.springframework.core.MethodClassKey;
@@ -36,6 +37,13 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 
 	private final Map<MethodClassKey, InvocationPlan> plans = new ConcurrentHashMap<>();
 
+	private final Supplier<@Nullable GrantObserver> observers;
+
+	/** Looked up on the first call; {@code null} (the usual case) costs one read per call. */
+	private volatile @Nullable GrantObserver observer;
+
+	private volatile boolean observerResolved;
+
 	/**
 	 * Creates the interceptor.
 	 *
@@ -43,8 +51,30 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 	 * @param executors the threads of the {@code CompletionStage} path, asked for on its first call
 	 */
 	public RateLimitInterceptor(Supplier<RateLimiterRegistry> registry, Supplier<RateLimitExecutors> executors) {
+		this(registry, executors, () -> null);
+	}
+
+	/**
+	 * Creates the interceptor.
+	 *
+	 * @param registry where buckets are found, asked for on a method's first call
+	 * @param executors the threads of the {@code CompletionStage} path, asked for on its first call
+	 * @param observer told of the levels after a controller method took its tokens, asked for on the first
+	 *        call ({@code null} for none)
+	 */
+	public RateLimitInterceptor(Supplier<RateLimiterRegistry> registry, Supplier<RateLimitExecutors> executors,
+			Supplier<@Nullable GrantObserver> observer) {
 		this.registry = registry;
 		this.executors = executors;
+		this.observers = observer;
+	}
+
+	private @Nullable GrantObserver observer() {
+		if (!this.observerResolved) {
+			this.observer = this.observers.get();
+			this.observerResolved = true;
+		}
+		return this.observer;
 	}
 
 	@Override
@@ -54,14 +84,15 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 			return invocation.proceed();
 		}
 		return switch (plan.kind) {
-			case BLOCKING -> invokeBlocking(plan, invocation);
+			case BLOCKING -> invokeBlocking(plan, invocation, plan.controller ? observer() : null);
 			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation, this.executors.get());
 			case MONO -> ReactorInvocations.mono(plan, invocation);
 			case FLUX -> ReactorInvocations.flux(plan, invocation);
 		};
 	}
 
-	private static Object invokeBlocking(InvocationPlan plan, MethodInvocation invocation) throws Throwable {
+	private static Object invokeBlocking(InvocationPlan plan, MethodInvocation invocation,
+			@Nullable GrantObserver observer) throws Throwable {
 		Permit permit;
 		try {
 			permit = plan.acquire(invocation);
@@ -71,6 +102,15 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 				throw ex;
 			}
 			return plan.fallback.invoke(invocation, ex);
+		}
+		if (observer != null) {
+			try {
+				plan.observeGrant(invocation, observer);
+			}
+			catch (RuntimeException ex) {
+				permit.close();
+				throw ex;
+			}
 		}
 		if (!plan.completes) {
 			try {

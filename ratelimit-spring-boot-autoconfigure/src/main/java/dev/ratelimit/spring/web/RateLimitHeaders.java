@@ -1,0 +1,100 @@
+package dev.ratelimit.spring.web;
+
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+
+import dev.ratelimit.core.RateLimiterSnapshot;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The IETF draft's rate-limit fields (draft-ietf-httpapi-ratelimit-headers):
+ * {@code RateLimit-Policy: "<bucket>";q=<limit>;w=<seconds for limit tokens>} and
+ * {@code RateLimit: "<bucket>";r=<tokens left>;t=<seconds until full>}, for the bucket closest to
+ * refusing: the fewest tokens left, and on a tie the longest time until full. Seconds are whole,
+ * rounded up; tokens left are whole, rounded down.
+ */
+public final class RateLimitHeaders {
+
+	/** The policy field's name. */
+	public static final String POLICY = "RateLimit-Policy";
+
+	/** The field's name. */
+	public static final String LIMIT = "RateLimit";
+
+	private RateLimitHeaders() {
+	}
+
+	/**
+	 * One bucket's level as the fields give it.
+	 *
+	 * @param bucket the bucket
+	 * @param quota the limit ({@code q})
+	 * @param window seconds for {@code quota} tokens at the rate ({@code w})
+	 * @param remaining tokens left ({@code r})
+	 * @param reset seconds until full ({@code t})
+	 */
+	public record Level(String bucket, long quota, long window, long remaining, long reset) {
+
+		/**
+		 * The {@code RateLimit-Policy} value.
+		 *
+		 * @return the value
+		 */
+		public String policy() {
+			return "\"" + this.bucket + "\";q=" + this.quota + ";w=" + this.window;
+		}
+
+		/**
+		 * The {@code RateLimit} value.
+		 *
+		 * @return the value
+		 */
+		public String limit() {
+			return "\"" + this.bucket + "\";r=" + this.remaining + ";t=" + this.reset;
+		}
+
+		/** Whether this level is closer to refusing than {@code other}. */
+		boolean closerThan(@Nullable Level other) {
+			if (other == null) {
+				return true;
+			}
+			if (this.remaining != other.remaining) {
+				return this.remaining < other.remaining;
+			}
+			return this.reset > other.reset;
+		}
+	}
+
+	/**
+	 * The level of a bucket from its snapshot.
+	 *
+	 * @param bucket the bucket
+	 * @param s its snapshot
+	 * @return the level
+	 */
+	public static Level level(String bucket, RateLimiterSnapshot s) {
+		// tokens * period / rate, in seconds, rounded up: exact (no rounded per-token interval)
+		BigDecimal perPeriod = BigDecimal.valueOf(s.rate()).multiply(BigDecimal.valueOf(1_000_000_000L));
+		BigDecimal period = BigDecimal.valueOf(s.period().toNanos());
+		BigDecimal limit = new BigDecimal(s.limit());
+		long window = seconds(limit.multiply(period), perPeriod);
+		BigDecimal missing = limit.subtract(new BigDecimal(s.available())).add(new BigDecimal(s.deficiency()));
+		long reset = (missing.signum() <= 0) ? 0 : seconds(missing.multiply(period), perPeriod);
+		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset);
+	}
+
+	/**
+	 * The closer to refusing of two levels.
+	 *
+	 * @param a a level, or {@code null}
+	 * @param b another
+	 * @return the closer one
+	 */
+	public static Level closer(@Nullable Level a, Level b) {
+		return b.closerThan(a) ? b : a;
+	}
+
+	private static long seconds(BigDecimal numerator, BigDecimal denominator) {
+		return numerator.divide(denominator, 0, RoundingMode.CEILING).longValueExact();
+	}
+}

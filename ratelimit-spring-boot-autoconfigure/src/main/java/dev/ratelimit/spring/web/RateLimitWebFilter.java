@@ -1,0 +1,221 @@
+package dev.ratelimit.spring.web;
+
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.security.Principal;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.WebHeaders;
+import dev.ratelimit.spring.aop.RequestLimits;
+import org.jspecify.annotations.Nullable;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.MonoSink;
+import reactor.core.scheduler.Schedulers;
+
+import org.springframework.core.Ordered;
+import org.springframework.core.io.buffer.DataBuffer;
+import org.springframework.http.HttpStatus;
+import org.springframework.http.server.PathContainer;
+import org.springframework.http.server.reactive.ServerHttpRequest;
+import org.springframework.http.server.reactive.ServerHttpResponse;
+import org.springframework.web.server.ServerWebExchange;
+import org.springframework.web.server.WebFilter;
+import org.springframework.web.server.WebFilterChain;
+
+/**
+ * {@code ratelimit.web.rules} for WebFlux: a {@code WebFilter} that claims the matching rules' tokens
+ * and waits for them without blocking a thread (polled on Reactor's parallel scheduler, up to the
+ * buckets' max-wait), answers 429 when refused, and releases capped buckets when the response
+ * completes, fails or is cancelled. Actuator paths are never limited. Ordered after Spring Security's
+ * {@code WebFilterChainProxy}, so that {@code principal} keys resolve.
+ */
+public class RateLimitWebFilter implements WebFilter, Ordered {
+
+	private final WebRules rules;
+
+	private final WebHeaders headers;
+
+	private final boolean exposeKey;
+
+	private final String actuatorPath;
+
+	private final int order;
+
+	/**
+	 * Creates the filter.
+	 *
+	 * @param rules the compiled rules
+	 * @param headers {@code ratelimit.web.headers}
+	 * @param exposeKey {@code ratelimit.web.expose-key}
+	 * @param actuatorPath the actuator's base path, never limited
+	 * @param order the filter's order
+	 */
+	public RateLimitWebFilter(WebRules rules, WebHeaders headers, boolean exposeKey, String actuatorPath, int order) {
+		this.rules = rules;
+		this.headers = headers;
+		this.exposeKey = exposeKey;
+		this.actuatorPath = actuatorPath.endsWith("/") ? actuatorPath.substring(0, actuatorPath.length() - 1)
+				: actuatorPath;
+		this.order = order;
+	}
+
+	@Override
+	public int getOrder() {
+		return this.order;
+	}
+
+	@Override
+	public Mono<Void> filter(ServerWebExchange exchange, WebFilterChain chain) {
+		ServerHttpRequest request = exchange.getRequest();
+		String path = request.getPath().pathWithinApplication().value();
+		if (!this.actuatorPath.isEmpty()
+				&& (path.equals(this.actuatorPath) || path.startsWith(this.actuatorPath + "/"))) {
+			return chain.filter(exchange);
+		}
+		long mask = this.rules.match(request.getMethod().name(), PathContainer.parsePath(path));
+		if (mask == 0) {
+			return chain.filter(exchange);
+		}
+		WebRules.Matched matched = this.rules.matched(mask);
+		Mono<@Nullable String> principal = matched.needsPrincipal()
+				? exchange.getPrincipal().map(Principal::getName).defaultIfEmpty("") : Mono.just("");
+		return principal.flatMap((name) -> {
+			Object[] keys = matched.keys(new ReactiveView(request, name.isEmpty() ? null : name));
+			return limited(exchange, chain, matched.limits(), keys);
+		});
+	}
+
+	private Mono<Void> limited(ServerWebExchange exchange, WebFilterChain chain, RequestLimits limits,
+			@Nullable Object[] keys) {
+		Mono<Void> limited = Mono.usingWhen(permit(limits, keys), (permit) -> {
+			if (this.headers == WebHeaders.IETF) {
+				RateLimitHeaders.Level level = RateLimitFilter.closest(limits, keys);
+				exchange.getResponse().getHeaders().set(RateLimitHeaders.POLICY, level.policy());
+				exchange.getResponse().getHeaders().set(RateLimitHeaders.LIMIT, level.limit());
+			}
+			return chain.filter(exchange);
+		}, RateLimitWebFilter::release, (permit, failure) -> release(permit), RateLimitWebFilter::release);
+		return limited.onErrorResume(Refused.class, (refused) -> refuse(exchange, refused.refusal, limits, keys));
+	}
+
+	private static Mono<Void> release(Permit permit) {
+		return Mono.fromRunnable(permit::close);
+	}
+
+	private Mono<Void> refuse(ServerWebExchange exchange, RateLimitExceededException ex, RequestLimits limits,
+			@Nullable Object[] keys) {
+		ServerHttpResponse response = exchange.getResponse();
+		response.setStatusCode(HttpStatus.TOO_MANY_REQUESTS);
+		boolean ietf = this.headers == WebHeaders.IETF;
+		TooManyRequests.headers(response.getHeaders()::set, ex, this.headers,
+				ietf ? RateLimitFilter.refusing(limits, keys, ex) : null);
+		response.getHeaders().set("Content-Type", TooManyRequests.PROBLEM_JSON);
+		byte[] body = TooManyRequests.json(ex, exchange.getRequest().getPath().value(), this.exposeKey, ietf)
+			.getBytes(StandardCharsets.UTF_8);
+		DataBuffer buffer = response.bufferFactory().wrap(body);
+		return response.writeWith(Mono.just(buffer));
+	}
+
+	/** A refusal on its way to the 429: a type of its own, so that errors downstream never become one. */
+	private static final class Refused extends RuntimeException {
+
+		private static final long serialVersionUID = 1L;
+
+		final transient RateLimitExceededException refusal;
+
+		Refused(RateLimitExceededException refusal) {
+			super(refusal.getMessage(), refusal, false, false);
+			this.refusal = refusal;
+		}
+	}
+
+	private static Throwable refusal(RuntimeException ex) {
+		return (ex instanceof RateLimitExceededException refused) ? new Refused(refused) : ex;
+	}
+
+	private static Mono<Permit> permit(RequestLimits limits, @Nullable Object[] keys) {
+		return Mono.create((sink) -> {
+			Reservation reservation;
+			try {
+				reservation = limits.reserve(keys);
+			}
+			catch (RuntimeException ex) {
+				sink.error(refusal(ex));
+				return;
+			}
+			sink.onCancel(reservation::cancel);
+			AtomicLong round = new AtomicLong();
+			reservation.onWake(() -> {
+				long next = round.incrementAndGet();
+				Schedulers.parallel().schedule(() -> poll(reservation, sink, round, next));
+			});
+			poll(reservation, sink, round, 0);
+		});
+	}
+
+	private static void poll(Reservation reservation, MonoSink<Permit> sink, AtomicLong round, long mine) {
+		if (round.get() != mine) {
+			return;
+		}
+		long delay;
+		try {
+			delay = reservation.poll();
+		}
+		catch (IllegalStateException ex) {
+			return; // cancelled
+		}
+		catch (RuntimeException ex) {
+			sink.error(refusal(ex));
+			return;
+		}
+		if (delay > 0) {
+			Schedulers.parallel().schedule(() -> poll(reservation, sink, round, mine), delay, TimeUnit.NANOSECONDS);
+			return;
+		}
+		try {
+			sink.success(reservation.permit());
+		}
+		catch (IllegalStateException ex) {
+			// cancelled meanwhile: the tokens went back with the cancel
+		}
+	}
+
+	/** A reactive request, as keys see it. */
+	private static final class ReactiveView implements WebRules.RequestView {
+
+		private final ServerHttpRequest request;
+
+		private final @Nullable String principal;
+
+		ReactiveView(ServerHttpRequest request, @Nullable String principal) {
+			this.request = request;
+			this.principal = principal;
+		}
+
+		@Override
+		public @Nullable InetAddress remoteAddress() {
+			InetSocketAddress address = this.request.getRemoteAddress();
+			return (address != null) ? address.getAddress() : null;
+		}
+
+		@Override
+		public @Nullable String principal() {
+			return this.principal;
+		}
+
+		@Override
+		public @Nullable String header(String name) {
+			return this.request.getHeaders().getFirst(name);
+		}
+
+		@Override
+		public Object request() {
+			return this.request;
+		}
+	}
+}

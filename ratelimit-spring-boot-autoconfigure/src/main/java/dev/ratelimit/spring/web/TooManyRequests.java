@@ -1,0 +1,130 @@
+package dev.ratelimit.spring.web;
+
+import java.time.Duration;
+import java.util.function.BiConsumer;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.WebHeaders;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.http.HttpHeaders;
+
+/**
+ * What a refusal answers over HTTP, the same for an annotated method (through
+ * {@link RateLimitExceptionHandler}) and a web rule (through the filters): 429, {@code Retry-After}
+ * unless {@code headers: none}, with {@code headers: ietf} the {@code RateLimit} fields of the refusing
+ * bucket, and an RFC 9457 problem detail naming the bucket ({@code violated-policies} with
+ * {@code headers: ietf}, {@code key} with {@code expose-key}).
+ */
+final class TooManyRequests {
+
+	static final String PROBLEM_JSON = "application/problem+json";
+
+	private TooManyRequests() {
+	}
+
+	static String detail(RateLimitExceededException ex) {
+		String what = (ex.getBucket() != null) ? "bucket '" + ex.getBucket() + "'" : "a rate limiter";
+		return "Rate limit of " + what + " exceeded; retry after " + retryAfterSeconds(ex.getRetryAfter()) + " s.";
+	}
+
+	static long retryAfterSeconds(Duration retryAfter) {
+		long seconds = retryAfter.getSeconds() + ((retryAfter.getNano() > 0) ? 1 : 0);
+		return Math.max(seconds, 1);
+	}
+
+	/**
+	 * Sets the 429's headers.
+	 *
+	 * @param header what sets a header
+	 * @param ex the refusal
+	 * @param mode {@code ratelimit.web.headers}
+	 * @param level the refusing bucket's level, for {@code ietf}
+	 */
+	static void headers(BiConsumer<String, String> header, RateLimitExceededException ex, WebHeaders mode,
+			RateLimitHeaders.@Nullable Level level) {
+		if (mode == WebHeaders.NONE) {
+			return;
+		}
+		header.accept(HttpHeaders.RETRY_AFTER, Long.toString(retryAfterSeconds(ex.getRetryAfter())));
+		if (mode == WebHeaders.IETF && level != null) {
+			header.accept(RateLimitHeaders.POLICY, level.policy());
+			header.accept(RateLimitHeaders.LIMIT, level.limit());
+		}
+	}
+
+	/**
+	 * The refusing bucket's level, for an annotated method's refusal (the bucket found by name, and its
+	 * key's bucket by the key).
+	 */
+	static RateLimitHeaders.@Nullable Level level(RateLimitExceededException ex, @Nullable RateLimiterRegistry registry) {
+		if (registry == null || ex.getBucket() == null) {
+			return null;
+		}
+		RegisteredBucket bucket = registry.find(ex.getBucket()).orElse(null);
+		if (bucket == null) {
+			return null;
+		}
+		RateLimiter limiter = bucket.limiter();
+		if (ex.getKey() != null && bucket.keys() > 0) {
+			RateLimiter keyed = bucket.keyed().find(ex.getKey());
+			if (keyed != null) {
+				limiter = keyed;
+			}
+		}
+		return RateLimitHeaders.level(bucket.name(), limiter.snapshot());
+	}
+
+	/**
+	 * The problem detail as JSON, for the filters (which answer before any message converter).
+	 */
+	static String json(RateLimitExceededException ex, String instance, boolean exposeKey, boolean ietf) {
+		StringBuilder json = new StringBuilder(256).append('{');
+		field(json, "type", "about:blank").append(',');
+		field(json, "title", "Too Many Requests").append(',');
+		json.append("\"status\":429,");
+		field(json, "detail", detail(ex)).append(',');
+		field(json, "instance", instance);
+		if (ex.getBucket() != null) {
+			field(json.append(','), "bucket", ex.getBucket());
+			if (ietf) {
+				json.append(",\"violated-policies\":[");
+				string(json, ex.getBucket()).append(']');
+			}
+		}
+		if (exposeKey && ex.getKey() != null) {
+			field(json.append(','), "key", ex.getKey());
+		}
+		return json.append('}').toString();
+	}
+
+	private static StringBuilder field(StringBuilder json, String name, String value) {
+		return string(string(json, name).append(':'), value);
+	}
+
+	private static StringBuilder string(StringBuilder json, String value) {
+		json.append('"');
+		for (int i = 0; i < value.length(); i++) {
+			char c = value.charAt(i);
+			switch (c) {
+				case '"' -> json.append("\\\"");
+				case '\\' -> json.append("\\\\");
+				case '\n' -> json.append("\\n");
+				case '\r' -> json.append("\\r");
+				case '\t' -> json.append("\\t");
+				default -> {
+					if (c < 0x20) {
+						json.append(String.format("\\u%04x", (int) c));
+					}
+					else {
+						json.append(c);
+					}
+				}
+			}
+		}
+		return json.append('"');
+	}
+}

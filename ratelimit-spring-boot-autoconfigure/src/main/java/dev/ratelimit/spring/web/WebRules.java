@@ -1,0 +1,396 @@
+package dev.ratelimit.spring.web;
+
+import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.function.Supplier;
+import java.util.stream.Collectors;
+
+import dev.ratelimit.spring.BucketDefinitions;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+import dev.ratelimit.spring.RateLimitProperties;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.aop.RequestLimits;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.expression.Expression;
+import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.expression.spel.support.SimpleEvaluationContext;
+import org.springframework.http.server.PathContainer;
+import org.springframework.web.util.pattern.PathPattern;
+import org.springframework.web.util.pattern.PathPatternParser;
+
+/**
+ * {@code ratelimit.web.rules} (contract revision 2), checked at start-up and compiled: which rules a
+ * request matches (by method and {@code PathPattern}), and the buckets and keys it takes from. Every
+ * matching rule applies; the buckets of one set of matching rules are taken from together, as the
+ * buckets of a method with several {@code @RateLimited} are (all or nothing, in a fixed order by bucket
+ * name, one wait for the longest).
+ *
+ * <p>Keys: {@code ip} is the remote address as the server sees it (so Spring Boot's
+ * {@code server.forward-headers-strategy} decides whether {@code X-Forwarded-For} counts; the starter
+ * never reads that header itself), an IPv6 address keyed by its /64 prefix; {@code principal} the
+ * authenticated user's name; {@code header:<Name>} the header's value; otherwise a SpEL expression
+ * over {@code #request} (the framework's request). A request without the header, anonymous under
+ * {@code principal}, or whose expression gives {@code null}, shares the key {@code ""}.
+ */
+public final class WebRules {
+
+	private static final SpelExpressionParser PARSER = new SpelExpressionParser();
+
+	private static final String KEYS_ACCEPTED = "ip, principal, header:<Name>, or a SpEL expression over #request";
+
+	enum KeyKind {
+
+		NONE, IP, PRINCIPAL, HEADER, SPEL
+
+	}
+
+	/** One rule, compiled. */
+	static final class Compiled {
+
+		final int index;
+
+		final PathPattern[] paths;
+
+		final @Nullable Set<String> methods;
+
+		final String bucket;
+
+		final KeyKind kind;
+
+		final @Nullable String header;
+
+		final @Nullable Expression expression;
+
+		final long cost;
+
+		Compiled(int index, PathPattern[] paths, @Nullable Set<String> methods, String bucket, KeyKind kind,
+				@Nullable String header, @Nullable Expression expression, long cost) {
+			this.index = index;
+			this.paths = paths;
+			this.methods = methods;
+			this.bucket = bucket;
+			this.kind = kind;
+			this.header = header;
+			this.expression = expression;
+			this.cost = cost;
+		}
+
+		boolean matches(String method, PathContainer path) {
+			if (this.methods != null && !this.methods.contains(method)) {
+				return false;
+			}
+			for (PathPattern pattern : this.paths) {
+				if (pattern.matches(path)) {
+					return true;
+				}
+			}
+			return false;
+		}
+	}
+
+	/**
+	 * What a request sees of the rules it matches: their buckets, taken from together, and how each
+	 * rule keys the request.
+	 */
+	public static final class Matched {
+
+		private final Compiled[] rules;
+
+		private final RequestLimits limits;
+
+		private final boolean needsPrincipal;
+
+		Matched(Compiled[] rules, RequestLimits limits) {
+			this.rules = rules;
+			this.limits = limits;
+			this.needsPrincipal = Arrays.stream(rules).anyMatch((rule) -> rule.kind == KeyKind.PRINCIPAL);
+		}
+
+		/**
+		 * The matched rules' buckets.
+		 *
+		 * @return the limits
+		 */
+		public RequestLimits limits() {
+			return this.limits;
+		}
+
+		/**
+		 * Whether a rule keys the request by its principal (WebFlux resolves it first).
+		 *
+		 * @return whether the principal is needed
+		 */
+		public boolean needsPrincipal() {
+			return this.needsPrincipal;
+		}
+
+		/**
+		 * Each bucket's key for a request, in the order of {@link #limits()}.
+		 *
+		 * @param request the request
+		 * @return the keys ({@code null} for a rule without a key)
+		 */
+		public @Nullable Object[] keys(RequestView request) {
+			Object[] keys = new Object[this.rules.length];
+			for (int i = 0; i < keys.length; i++) {
+				keys[i] = key(this.rules[i], request);
+			}
+			return keys;
+		}
+
+		private static @Nullable Object key(Compiled rule, RequestView request) {
+			return switch (rule.kind) {
+				case NONE -> null;
+				case IP -> ipKey(request.remoteAddress());
+				case PRINCIPAL -> orEmpty(request.principal());
+				case HEADER -> orEmpty(request.header(rule.header));
+				case SPEL -> {
+					SimpleEvaluationContext context = SimpleEvaluationContext.forReadOnlyDataBinding()
+						.withInstanceMethods()
+						.build();
+					context.setVariable("request", request.request());
+					Object value = rule.expression.getValue(context);
+					yield (value != null) ? value : "";
+				}
+			};
+		}
+	}
+
+	/**
+	 * What a key needs of a request, for Spring MVC and WebFlux alike.
+	 */
+	public interface RequestView {
+
+		/**
+		 * The remote address as the server sees it.
+		 *
+		 * @return the address, or {@code null} when unknown
+		 */
+		@Nullable InetAddress remoteAddress();
+
+		/**
+		 * The authenticated user's name.
+		 *
+		 * @return the name, or {@code null} when anonymous
+		 */
+		@Nullable String principal();
+
+		/**
+		 * A header's first value.
+		 *
+		 * @param name the header
+		 * @return the value, or {@code null} when absent
+		 */
+		@Nullable String header(String name);
+
+		/**
+		 * The framework's request, {@code #request} of a SpEL key.
+		 *
+		 * @return the request
+		 */
+		Object request();
+	}
+
+	private final Compiled[] rules;
+
+	private final Supplier<RateLimiterRegistry> registry;
+
+	private final ConcurrentHashMap<Long, Matched> matched = new ConcurrentHashMap<>();
+
+	private WebRules(Compiled[] rules, Supplier<RateLimiterRegistry> registry) {
+		this.rules = rules;
+		this.registry = registry;
+	}
+
+	/**
+	 * Checks and compiles the rules.
+	 *
+	 * @param rules the configured rules
+	 * @param definitions the configured buckets
+	 * @param registry the buckets, asked for on the first request
+	 * @return the compiled rules
+	 * @throws RateLimitConfigurationException naming the rule's index and the property, for the first
+	 *         rule that is not valid
+	 */
+	public static WebRules of(List<RateLimitProperties.Rule> rules, BucketDefinitions definitions,
+			Supplier<RateLimiterRegistry> registry) {
+		if (rules.size() > 64) {
+			throw new RateLimitConfigurationException("ratelimit.web.rules has " + rules.size() + " rules.",
+					"Keep at most 64 rules (several paths and methods fit in one).");
+		}
+		List<Compiled> compiled = new ArrayList<>();
+		for (int i = 0; i < rules.size(); i++) {
+			compiled.add(compile(i, rules.get(i), definitions));
+		}
+		return new WebRules(compiled.toArray(new Compiled[0]), registry);
+	}
+
+	private static Compiled compile(int index, RateLimitProperties.Rule rule, BucketDefinitions definitions) {
+		String prefix = "ratelimit.web.rules[" + index + "].";
+		if (rule.getPaths() == null || rule.getPaths().isEmpty()) {
+			throw invalid(prefix + "paths", "is missing", "Give the rule the paths it limits, e.g. paths: [\"/api/**\"].");
+		}
+		PathPattern[] paths = new PathPattern[rule.getPaths().size()];
+		for (int i = 0; i < paths.length; i++) {
+			String path = rule.getPaths().get(i);
+			try {
+				paths[i] = PathPatternParser.defaultInstance.parse(path);
+			}
+			catch (RuntimeException ex) {
+				throw invalid(prefix + "paths[" + i + "]", "'" + path + "' is not a path pattern: " + ex.getMessage(),
+						"Write a Spring PathPattern, e.g. /api/** or /users/{id}.");
+			}
+		}
+		Set<String> methods = null;
+		if (rule.getMethods() != null && !rule.getMethods().isEmpty()) {
+			methods = rule.getMethods().stream().map((m) -> m.trim().toUpperCase(Locale.ROOT)).collect(Collectors.toSet());
+			for (String method : methods) {
+				if (!method.matches("[A-Z]+")) {
+					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
+							"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
+				}
+			}
+		}
+		String bucket = rule.getBucket();
+		if (bucket == null || bucket.isBlank()) {
+			throw invalid(prefix + "bucket", "is missing", "Name the bucket the rule's requests take from.");
+		}
+		if (!definitions.names().contains(bucket)) {
+			throw invalid(prefix + "bucket", "'" + bucket + "' is not a configured bucket",
+					"Use one of the configured buckets: " + String.join(", ", definitions.names()) + ".");
+		}
+		if (rule.getCost() < 0) {
+			throw invalid(prefix + "cost", "is " + rule.getCost(), "Set a whole number >= 0 (default 1).");
+		}
+		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
+		KeyKind kind = KeyKind.NONE;
+		String header = null;
+		Expression expression = null;
+		if (key.equals("ip")) {
+			kind = KeyKind.IP;
+		}
+		else if (key.equals("principal")) {
+			kind = KeyKind.PRINCIPAL;
+		}
+		else if (key.startsWith("header:")) {
+			header = key.substring("header:".length()).trim();
+			if (!header.matches("[!#$%&'*+.^_`|~0-9A-Za-z-]+")) {
+				throw invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
+			}
+			kind = KeyKind.HEADER;
+		}
+		else if (!key.isEmpty()) {
+			if (!key.contains("#request")) {
+				throw invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
+			}
+			try {
+				expression = PARSER.parseExpression(key);
+			}
+			catch (RuntimeException ex) {
+				throw invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
+						"Use " + KEYS_ACCEPTED + ".");
+			}
+			kind = KeyKind.SPEL;
+		}
+		if (kind != KeyKind.NONE) {
+			BucketDefinitions.checkUsableWithKey(definitions.get(bucket), prefix.substring(0, prefix.length() - 1));
+		}
+		return new Compiled(index, paths, methods, bucket, kind, header, expression, rule.getCost());
+	}
+
+	private static RateLimitConfigurationException invalid(String property, String what, String action) {
+		return new RateLimitConfigurationException(property + " " + what + ".", action);
+	}
+
+	/**
+	 * Whether there is no rule.
+	 *
+	 * @return {@code true} without rules
+	 */
+	public boolean isEmpty() {
+		return this.rules.length == 0;
+	}
+
+	/**
+	 * The rules a request matches.
+	 *
+	 * @param method the request's method
+	 * @param path the request's path within the application
+	 * @return a bit per matching rule (bit {@code i} for rule {@code i}), {@code 0} for none
+	 */
+	public long match(String method, PathContainer path) {
+		long mask = 0;
+		for (int i = 0; i < this.rules.length; i++) {
+			if (this.rules[i].matches(method, path)) {
+				mask |= 1L << i;
+			}
+		}
+		return mask;
+	}
+
+	/**
+	 * The buckets of a set of matching rules, made on first use of the set.
+	 *
+	 * @param mask the rules, from {@link #match}
+	 * @return their buckets and keys
+	 */
+	public Matched matched(long mask) {
+		Matched found = this.matched.get(mask);
+		if (found == null) {
+			found = this.matched.computeIfAbsent(mask, this::make);
+		}
+		return found;
+	}
+
+	private Matched make(long mask) {
+		List<Compiled> chosen = new ArrayList<>();
+		for (int i = 0; i < this.rules.length; i++) {
+			if ((mask & (1L << i)) != 0) {
+				chosen.add(this.rules[i]);
+			}
+		}
+		chosen.sort(Comparator.comparing((Compiled rule) -> rule.bucket).thenComparingInt((rule) -> rule.index));
+		RateLimiterRegistry buckets = this.registry.get();
+		List<RegisteredBucket> registered = new ArrayList<>();
+		long[] costs = new long[chosen.size()];
+		boolean[] keyed = new boolean[chosen.size()];
+		for (int i = 0; i < costs.length; i++) {
+			Compiled rule = chosen.get(i);
+			registered.add(buckets.get(rule.bucket));
+			costs[i] = rule.cost;
+			keyed[i] = rule.kind != KeyKind.NONE;
+		}
+		return new Matched(chosen.toArray(new Compiled[0]), new RequestLimits(registered, costs, keyed));
+	}
+
+	/**
+	 * The key of a remote address: the address itself, an IPv6 address its /64 prefix (a client holds
+	 * a whole /64, and could otherwise take a new key per request).
+	 */
+	static String ipKey(@Nullable InetAddress address) {
+		if (address == null) {
+			return "";
+		}
+		byte[] bytes = address.getAddress();
+		if (bytes.length == 4) {
+			return address.getHostAddress();
+		}
+		StringBuilder prefix = new StringBuilder();
+		for (int i = 0; i < 8; i += 2) {
+			prefix.append(Integer.toHexString(((bytes[i] & 0xff) << 8) | (bytes[i + 1] & 0xff))).append(':');
+		}
+		return prefix.append(":/64").toString();
+	}
+
+	private static String orEmpty(@Nullable String value) {
+		return (value != null) ? value : "";
+	}
+}

@@ -1,0 +1,353 @@
+package dev.ratelimit.spring.web;
+
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+import jakarta.servlet.Filter;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.assertj.AssertableWebApplicationContext;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.test.web.servlet.MockMvc;
+import org.springframework.test.web.servlet.MvcResult;
+import org.springframework.test.web.servlet.request.MockHttpServletRequestBuilder;
+import org.springframework.test.web.servlet.setup.MockMvcBuilders;
+import org.springframework.web.bind.annotation.GetMapping;
+import org.springframework.web.bind.annotation.PathVariable;
+import org.springframework.web.bind.annotation.PostMapping;
+import org.springframework.web.bind.annotation.RestController;
+import org.springframework.web.servlet.config.annotation.EnableWebMvc;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.hamcrest.Matchers.contains;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.asyncDispatch;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.get;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.post;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.content;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.header;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.jsonPath;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.request;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.status;
+
+/**
+ * Web rules in Spring MVC (contract revision 2, "Web rules"), through the auto-configured filter and
+ * MockMvc, on a fake clock.
+ */
+class WebRulesMvcTests {
+
+	private final AtomicLong now = new AtomicLong(1_000_000_000L);
+
+	private final WebApplicationContextRunner runner = new WebApplicationContextRunner()
+		.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+		.withUserConfiguration(ShopConfiguration.class)
+		.withBean(RateLimitClock.class, () -> this.now::get)
+		.withPropertyValues("ratelimit.buckets.api.rate=1", "ratelimit.buckets.api.period=1h",
+				"ratelimit.buckets.api.limit=2", "ratelimit.buckets.api.max-wait=0",
+				"ratelimit.buckets.special.rate=1", "ratelimit.buckets.special.period=1h",
+				"ratelimit.buckets.special.limit=1", "ratelimit.buckets.special.max-wait=0",
+				"ratelimit.buckets.per-client.rate=1", "ratelimit.buckets.per-client.period=1h",
+				"ratelimit.buckets.per-client.limit=1", "ratelimit.buckets.per-client.max-wait=0",
+				"ratelimit.buckets.five.rate=5", "ratelimit.buckets.five.limit=5", "ratelimit.buckets.five.max-wait=0",
+				"ratelimit.buckets.paced.rate=10", "ratelimit.buckets.paced.limit=1",
+				"ratelimit.buckets.paced.max-wait=1s", "ratelimit.buckets.concurrent.rate=1000000",
+				"ratelimit.buckets.concurrent.limit=1", "ratelimit.buckets.concurrent.capped-release=true",
+				"ratelimit.buckets.concurrent.max-wait=0");
+
+	private static MockMvc mvc(AssertableWebApplicationContext context) {
+		@SuppressWarnings("unchecked")
+		FilterRegistrationBean<Filter> filter = context.getBean(FilterRegistrationBean.class);
+		return MockMvcBuilders.webAppContextSetup(context).addFilters(filter.getFilter()).build();
+	}
+
+	private static MockHttpServletRequestBuilder from(MockHttpServletRequestBuilder request, String address) {
+		return request.with((r) -> {
+			r.setRemoteAddr(address);
+			return r;
+		});
+	}
+
+	@Test
+	void onlyMatchingPathsAndMethodsAreLimitedAndARefusalIsThe429OfAnAnnotatedMethod() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].methods=POST",
+				"ratelimit.web.rules[0].bucket=api").run((context) -> {
+					MockMvc mvc = mvc(context);
+					for (int i = 0; i < 5; i++) {
+						mvc.perform(get("/api/items")).andExpect(status().isOk());
+						mvc.perform(post("/other")).andExpect(status().isOk());
+					}
+					mvc.perform(post("/api/items")).andExpect(status().isOk());
+					mvc.perform(post("/api/items")).andExpect(status().isOk());
+					mvc.perform(post("/api/items"))
+						.andExpect(status().isTooManyRequests())
+						.andExpect(header().string("Retry-After", "3600"))
+						.andExpect(header().doesNotExist("RateLimit"))
+						.andExpect(content().contentType("application/problem+json"))
+						.andExpect(jsonPath("$.status").value(429))
+						.andExpect(jsonPath("$.bucket").value("api"))
+						.andExpect(jsonPath("$.title").value("Too Many Requests"))
+						.andExpect(jsonPath("$.violated-policies").doesNotExist());
+					assertThat(context.getBean("api", RateLimiter.class).snapshot().rejected()).isEqualTo(1);
+				});
+	}
+
+	@Test
+	void everyMatchingRuleAppliesAllOrNothing() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[1].paths=/api/special/**", "ratelimit.web.rules[1].bucket=special")
+			.run((context) -> {
+				MockMvc mvc = mvc(context);
+				mvc.perform(get("/api/special/x")).andExpect(status().isOk());
+				// special is empty: refused naming it, and api keeps its token
+				mvc.perform(get("/api/special/x"))
+					.andExpect(status().isTooManyRequests())
+					.andExpect(jsonPath("$.bucket").value("special"));
+				assertThat(context.getBean("api", RateLimiter.class).snapshot().available()).isEqualTo(1);
+				mvc.perform(get("/api/items")).andExpect(status().isOk());
+				mvc.perform(get("/api/items")).andExpect(status().isTooManyRequests());
+			});
+	}
+
+	@Test
+	void ipKeysGiveEachClientItsOwnBucketAndIpv6ClientsAreKeyedByTheirSlash64() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=per-client",
+				"ratelimit.web.rules[0].key=ip").run((context) -> {
+					MockMvc mvc = mvc(context);
+					mvc.perform(from(get("/api/items"), "192.0.2.1")).andExpect(status().isOk());
+					mvc.perform(from(get("/api/items"), "192.0.2.1")).andExpect(status().isTooManyRequests());
+					mvc.perform(from(get("/api/items"), "192.0.2.2")).andExpect(status().isOk());
+					mvc.perform(from(get("/api/items"), "2001:db8:1:2::1")).andExpect(status().isOk());
+					// the same /64: the same client
+					mvc.perform(from(get("/api/items"), "2001:db8:1:2:ffff::9")).andExpect(status().isTooManyRequests());
+					mvc.perform(from(get("/api/items"), "2001:db8:1:3::1")).andExpect(status().isOk());
+				});
+	}
+
+	@Test
+	void headerPrincipalAndExpressionKeys() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/items", "ratelimit.web.rules[0].bucket=per-client",
+				"ratelimit.web.rules[0].key=header:X-Api-Key", "ratelimit.web.rules[1].paths=/api/me",
+				"ratelimit.web.rules[1].bucket=per-client", "ratelimit.web.rules[1].key=principal",
+				"ratelimit.web.rules[2].paths=/api/tenants/*", "ratelimit.web.rules[2].bucket=per-client",
+				"ratelimit.web.rules[2].key=#request.getParameter('tenant')").run((context) -> {
+					MockMvc mvc = mvc(context);
+					mvc.perform(get("/api/items").header("X-Api-Key", "k1")).andExpect(status().isOk());
+					mvc.perform(get("/api/items").header("X-Api-Key", "k1")).andExpect(status().isTooManyRequests());
+					mvc.perform(get("/api/items").header("X-Api-Key", "k2")).andExpect(status().isOk());
+					// no header: every such request shares the key ""
+					mvc.perform(get("/api/items")).andExpect(status().isOk());
+					mvc.perform(get("/api/items")).andExpect(status().isTooManyRequests());
+					mvc.perform(get("/api/me").principal(() -> "alice")).andExpect(status().isOk());
+					mvc.perform(get("/api/me").principal(() -> "alice")).andExpect(status().isTooManyRequests());
+					mvc.perform(get("/api/me").principal(() -> "bob")).andExpect(status().isOk());
+					mvc.perform(get("/api/tenants/x").param("tenant", "acme")).andExpect(status().isOk());
+					mvc.perform(get("/api/tenants/x").param("tenant", "acme")).andExpect(status().isTooManyRequests());
+					mvc.perform(get("/api/tenants/x").param("tenant", "globex")).andExpect(status().isOk());
+				});
+	}
+
+	@Test
+	void aRequestThatMustWaitWaitsUpToTheBucketsMaxWait() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=paced")
+			.run((context) -> {
+				MockMvc mvc = mvc(context);
+				mvc.perform(get("/api/items")).andExpect(status().isOk());
+				CompletableFuture<Integer> waiting = CompletableFuture
+					.supplyAsync(() -> statusOf(mvc, get("/api/items")));
+				RateLimiter paced = context.getBean("paced", RateLimiter.class);
+				Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> paced.snapshot().waiting() == 1);
+				assertThat(waiting).isNotDone();
+				this.now.addAndGet(TimeUnit.MILLISECONDS.toNanos(100));
+				assertThat(waiting.get(5, TimeUnit.SECONDS)).isEqualTo(200);
+			});
+	}
+
+	@Test
+	void aCappedBucketPerClientBoundsItsConcurrentRequestsAsyncResponsesIncluded() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=concurrent",
+				"ratelimit.web.rules[0].key=ip").run((context) -> {
+					MockMvc mvc = mvc(context);
+					ShopController shop = context.getBean(ShopController.class);
+					MvcResult slow = mvc.perform(from(get("/api/slow"), "192.0.2.1"))
+						.andExpect(request().asyncStarted())
+						.andReturn();
+					// the slow response is still running: the client's one request in flight is taken
+					mvc.perform(from(get("/api/items"), "192.0.2.1")).andExpect(status().isTooManyRequests());
+					mvc.perform(from(get("/api/items"), "192.0.2.2")).andExpect(status().isOk());
+					shop.pending().complete("done");
+					mvc.perform(asyncDispatch(slow)).andExpect(status().isOk());
+					this.now.addAndGet(TimeUnit.MILLISECONDS.toNanos(1)); // the rate gives the released token back
+					Awaitility.await().atMost(Duration.ofSeconds(5)).untilAsserted(
+							() -> mvc.perform(from(get("/api/items"), "192.0.2.1")).andExpect(status().isOk()));
+				});
+	}
+
+	@Test
+	void actuatorPathsAreNeverLimited() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/**", "ratelimit.web.rules[0].bucket=special")
+			.run((context) -> {
+				MockMvc mvc = mvc(context);
+				for (int i = 0; i < 3; i++) {
+					assertThat(statusOf(mvc, get("/actuator/health"))).isNotEqualTo(429);
+				}
+				assertThat(context.getBean("special", RateLimiter.class).snapshot().available()).isEqualTo(1);
+				mvc.perform(get("/api/items")).andExpect(status().isOk());
+				mvc.perform(get("/api/items")).andExpect(status().isTooManyRequests());
+			});
+	}
+
+	@Test
+	void ietfHeadersGiveTheBucketClosestToRefusingWithExactValues() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.web.rules[0].paths=/api/**",
+				"ratelimit.web.rules[0].bucket=five").run((context) -> {
+					MockMvc mvc = mvc(context);
+					mvc.perform(get("/api/items"))
+						.andExpect(status().isOk())
+						.andExpect(header().string("RateLimit-Policy", "\"five\";q=5;w=1"))
+						.andExpect(header().string("RateLimit", "\"five\";r=4;t=1"));
+					for (int i = 0; i < 4; i++) {
+						mvc.perform(get("/api/items")).andExpect(status().isOk());
+					}
+					mvc.perform(get("/api/items"))
+						.andExpect(status().isTooManyRequests())
+						.andExpect(header().string("Retry-After", "1"))
+						.andExpect(header().string("RateLimit-Policy", "\"five\";q=5;w=1"))
+						.andExpect(header().string("RateLimit", "\"five\";r=0;t=1"))
+						.andExpect(jsonPath("$.violated-policies", contains("five")));
+					// annotated controller methods carry the fields too, for the closest of their buckets
+					mvc.perform(get("/annotated"))
+						.andExpect(status().isOk())
+						.andExpect(header().string("RateLimit", "\"special\";r=0;t=3600"));
+					mvc.perform(get("/annotated"))
+						.andExpect(status().isTooManyRequests())
+						.andExpect(header().string("Retry-After", "3600"))
+						.andExpect(header().string("RateLimit-Policy", "\"special\";q=1;w=3600"))
+						.andExpect(jsonPath("$.violated-policies", contains("special")));
+				});
+	}
+
+	@Test
+	void headersNoneSendsNoRateLimitHeaderAtAll() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.headers=none", "ratelimit.web.rules[0].paths=/api/**",
+				"ratelimit.web.rules[0].bucket=api").run((context) -> {
+					MockMvc mvc = mvc(context);
+					mvc.perform(get("/api/items")).andExpect(header().doesNotExist("RateLimit"));
+					mvc.perform(get("/api/items")).andExpect(status().isOk());
+					mvc.perform(get("/api/items"))
+						.andExpect(status().isTooManyRequests())
+						.andExpect(header().doesNotExist("Retry-After"));
+					mvc.perform(get("/annotated")).andExpect(status().isOk());
+					mvc.perform(get("/annotated"))
+						.andExpect(status().isTooManyRequests())
+						.andExpect(header().doesNotExist("Retry-After"));
+				});
+	}
+
+	@Test
+	void aShadowBucketNeverAnswers429AndStillSendsItsFields() throws Exception {
+		this.runner.withPropertyValues("ratelimit.buckets.special.mode=shadow", "ratelimit.web.headers=ietf",
+				"ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=special").run((context) -> {
+					MockMvc mvc = mvc(context);
+					for (int i = 0; i < 3; i++) {
+						mvc.perform(get("/api/items"))
+							.andExpect(status().isOk())
+							.andExpect(header().string("RateLimit", "\"special\";r=0;t=3600"));
+					}
+				});
+	}
+
+	@Test
+	void aRuleThatIsNotValidFailsStartUpNamingItsIndexAndProperty() {
+		assertStartUpFails("ratelimit.web.rules[0].bucket=api", "ratelimit.web.rules[0].paths");
+		assertStartUpFails("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket");
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=nope" },
+				"ratelimit.web.rules[0].bucket 'nope'");
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**/x", "ratelimit.web.rules[0].bucket=api" },
+				"ratelimit.web.rules[0].paths[0]");
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].key=client" }, "ratelimit.web.rules[0].key 'client'");
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].key=#request.(" }, "ratelimit.web.rules[0].key");
+	}
+
+	private void assertStartUpFails(String property, String message) {
+		assertStartUpFails(new String[] { property }, message);
+	}
+
+	private void assertStartUpFails(String[] properties, String message) {
+		this.runner.withPropertyValues(properties).run((context) -> {
+			assertThat(context).hasFailed();
+			Throwable failure = context.getStartupFailure();
+			while (failure != null && !(failure instanceof RateLimitConfigurationException)) {
+				failure = failure.getCause();
+			}
+			assertThat(failure).as(String.join(", ", properties)).isNotNull().hasMessageContaining(message);
+		});
+	}
+
+	private static int statusOf(MockMvc mvc, MockHttpServletRequestBuilder request) {
+		try {
+			return mvc.perform(request).andReturn().getResponse().getStatus();
+		}
+		catch (Exception ex) {
+			throw new IllegalStateException(ex);
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	@EnableWebMvc
+	static class ShopConfiguration {
+
+		@Bean
+		ShopController shopController() {
+			return new ShopController();
+		}
+	}
+
+	@RestController
+	static class ShopController {
+
+		final CompletableFuture<String> pending = new CompletableFuture<>();
+
+		@GetMapping({ "/api/items", "/api/special/x", "/api/me", "/api/tenants/{id}" })
+		public String items() {
+			return "items";
+		}
+
+		@PostMapping({ "/api/items", "/other" })
+		public String post() {
+			return "posted";
+		}
+
+		@GetMapping("/api/slow")
+		public CompletableFuture<String> slow() {
+			return this.pending;
+		}
+
+		public CompletableFuture<String> pending() {
+			return this.pending;
+		}
+
+		@GetMapping("/annotated")
+		@RateLimited("special")
+		public String annotated() {
+			return "annotated";
+		}
+
+		@GetMapping("/actuator/{name}")
+		public String actuator(@PathVariable String name) {
+			return name;
+		}
+	}
+}
