@@ -105,7 +105,7 @@ class SampleApplicationTests {
 	void theEndpointShowsEveryBucketWithEveryField() throws Exception {
 		JsonNode buckets = json("GET", "/actuator/ratelimits").get("buckets");
 		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "partner-daily", "reports",
-				"per-user", "public-api", "login-failures", "search-rollout");
+				"per-user", "public-api", "login-failures", "public-per-ip", "search-rollout");
 		JsonNode db = buckets.get("db-writes");
 		assertThat(db.get("type").asString()).isEqualTo("shared");
 		assertThat(db.get("cappedRelease").asBoolean()).isTrue();
