@@ -212,6 +212,7 @@ class SeveralBucketsModelTests {
 				start();
 				for (int step = 0; step < STEPS; step++) {
 					step();
+					stateAfter();
 					check();
 				}
 			}
@@ -238,6 +239,7 @@ class SeveralBucketsModelTests {
 			}
 			this.invocations.putAll(this.service.invocations());
 			log("start, a day later: every bucket full");
+			stateAfter();
 			check();
 		}
 
@@ -505,15 +507,25 @@ class SeveralBucketsModelTests {
 		}
 
 		private void log(String format, Object... args) {
+			this.trace.add(String.format("t=%d ", this.clock.get()) + String.format(format, args));
+		}
+
+		/** Adds the reference's levels after the step (as of the step's instant) to the step's line. */
+		private void stateAfter() {
+			long now = this.clock.get();
 			StringBuilder state = new StringBuilder();
 			this.plain.forEach((name, ref) -> {
 				if (!name.equals("perkey")) {
-					state.append(name).append('=').append(ref).append(' ');
+					ref.advance(now);
+					state.append(' ').append(name).append('=').append(ref);
 				}
 			});
-			this.keyed.forEach((key, ref) -> state.append(key).append('=').append(ref).append(' '));
-			this.trace.add(String.format("t=%d ", this.clock.get()) + String.format(format, args) + "    [ref "
-					+ state.toString().trim() + "]");
+			this.keyed.forEach((key, ref) -> {
+				ref.advance(now);
+				state.append(" perkey[").append(key).append("]=").append(ref);
+			});
+			int last = this.trace.size() - 1;
+			this.trace.set(last, this.trace.get(last) + "    [reference after:" + state + "]");
 		}
 
 		private static void equal(String what, Object actual, Object expected) {
