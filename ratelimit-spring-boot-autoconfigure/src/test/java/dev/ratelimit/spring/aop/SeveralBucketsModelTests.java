@@ -16,6 +16,7 @@ import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
@@ -76,7 +77,7 @@ class SeveralBucketsModelTests {
 	void agreesWithAnExactReferenceOnRandomSequences() {
 		Long only = Long.getLong("model.seed");
 		if (only != null) {
-			runSeeds(List.of(only));
+			runSeeds(List.of(only), Integer.getInteger("model.keys-max", 0));
 			return;
 		}
 		long first = new SplittableRandom().nextLong();
@@ -84,7 +85,7 @@ class SeveralBucketsModelTests {
 		for (long i = 0; i < SEQUENCES; i++) {
 			seeds.add(first + i);
 		}
-		runSeeds(seeds);
+		runSeeds(seeds, 0);
 	}
 
 	@Test
@@ -93,11 +94,30 @@ class SeveralBucketsModelTests {
 		for (long seed = 0; seed < 400; seed++) {
 			seeds.add(seed);
 		}
-		runSeeds(seeds);
+		runSeeds(seeds, 0);
 	}
 
-	/** Runs the seeds, one context per configuration, and prints what they covered. */
-	private static void runSeeds(List<Long> seeds) {
+	/**
+	 * {@code keys.max: 2} for four keys: a new key finds no room unless a kept key's bucket is full
+	 * (then that one is dropped), and otherwise shares the overflow bucket. Replay with
+	 * {@code -Dmodel.seed=<seed> -Dmodel.keys-max=2}.
+	 */
+	@Test
+	void agreesWhenKeysOverflow() {
+		long first = new SplittableRandom().nextLong();
+		List<Long> seeds = new ArrayList<>();
+		for (long i = 0; i < SEQUENCES / 4; i++) {
+			seeds.add(first + i);
+		}
+		runSeeds(seeds, 2);
+	}
+
+	/**
+	 * Runs the seeds, one context per configuration, and prints what they covered.
+	 *
+	 * @param keysMax {@code keys.max} of the per-key bucket, 0 for the default (no overflow here)
+	 */
+	private static void runSeeds(List<Long> seeds, int keysMax) {
 		Map<String, Long> tally = new java.util.TreeMap<>();
 		long started = System.nanoTime();
 		for (int configuration = 0; configuration < CONFIGURATIONS; configuration++) {
@@ -110,7 +130,7 @@ class SeveralBucketsModelTests {
 			if (mine.isEmpty()) {
 				continue;
 			}
-			Config config = Config.of(configuration);
+			Config config = Config.of(configuration, keysMax);
 			AtomicLong clock = new AtomicLong(SECOND);
 			new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
 				.withUserConfiguration(ServiceConfiguration.class)
@@ -127,8 +147,8 @@ class SeveralBucketsModelTests {
 					}
 				});
 		}
-		System.out.printf("SeveralBucketsModelTests: %d sequences of %d steps in %d ms: %s%n", seeds.size(), STEPS,
-				TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), tally);
+		System.out.printf("SeveralBucketsModelTests (keys.max %s): %d sequences of %d steps in %d ms: %s%n",
+				(keysMax > 0) ? keysMax : "default", seeds.size(), STEPS, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), tally);
 	}
 
 	private static int configurationOf(long seed) {
@@ -136,15 +156,15 @@ class SeveralBucketsModelTests {
 	}
 
 	/** Rates (per second) and limits of the buckets, by name, drawn from the configuration's number. */
-	private record Config(int number, Map<String, long[]> buckets) {
+	private record Config(int number, Map<String, long[]> buckets, int keysMax) {
 
-		static Config of(int number) {
+		static Config of(int number, int keysMax) {
 			SplittableRandom random = new SplittableRandom(0x5eed0000L + number);
 			Map<String, long[]> buckets = new LinkedHashMap<>();
 			for (String name : BUCKETS) {
 				buckets.put(name, new long[] { 3 + random.nextInt(8), 1 + random.nextInt(5) });
 			}
-			return new Config(number, buckets);
+			return new Config(number, buckets, keysMax);
 		}
 
 		String[] properties() {
@@ -154,12 +174,17 @@ class SeveralBucketsModelTests {
 				properties.add("ratelimit.buckets." + name + ".limit=" + rl[1]);
 				properties.add("ratelimit.buckets." + name + ".max-wait=0");
 			});
+			if (this.keysMax > 0) {
+				properties.add("ratelimit.buckets.perkey.keys.max=" + this.keysMax);
+			}
 			return properties.toArray(new String[0]);
 		}
 
 		@Override
 		public String toString() {
-			StringBuilder s = new StringBuilder("configuration ").append(this.number).append(':');
+			StringBuilder s = new StringBuilder("configuration ").append(this.number)
+				.append((this.keysMax > 0) ? " (perkey keys.max=" + this.keysMax + ")" : "")
+				.append(':');
 			this.buckets.forEach((name, rl) -> s.append(' ').append(name).append(" rate=").append(rl[0])
 				.append("/s limit=").append(rl[1]));
 			return s.toString();
@@ -185,6 +210,9 @@ class SeveralBucketsModelTests {
 
 		/** The reference's plain buckets (the per-key template too, which no call uses), by name. */
 		private final Map<String, RefBucket> plain = new LinkedHashMap<>();
+
+		/** The reference's overflow bucket (keys without room share it). */
+		private RefBucket overflow;
 
 		/** The reference's per-key buckets, made full on first use. */
 		private final Map<String, RefBucket> keyed = new LinkedHashMap<>();
@@ -238,6 +266,8 @@ class SeveralBucketsModelTests {
 				this.counts.put(name, new long[] { stats.granted(), stats.rejected() });
 			}
 			this.invocations.putAll(this.service.invocations());
+			long[] template = this.config.buckets.get("perkey");
+			this.overflow = new RefBucket(template[0], template[1], now);
 			log("start, a day later: every bucket full");
 			stateAfter();
 			check();
@@ -376,7 +406,44 @@ class SeveralBucketsModelTests {
 		}
 
 		private Part part(String bucket, String key, long cost) {
-			return new Part(bucket, key, cost, (key != null) ? keyRef(key) : this.plain.get(bucket));
+			if (key == null) {
+				return new Part(bucket, null, cost, this.plain.get(bucket), false);
+			}
+			boolean overflows = overflows(key);
+			return new Part(bucket, key, cost, overflows ? this.overflow : keyRef(key), overflows);
+		}
+
+		/**
+		 * Whether a call with {@code key} goes to the overflow bucket: the key has no bucket of its own
+		 * now, {@code keys.max} keys have one, and none of theirs is full (a full one would be dropped to
+		 * make room). Which keys have a bucket is read from the application: which full one is dropped
+		 * is the implementation's choice, and changes nothing (a key without a bucket is a full one).
+		 */
+		private boolean overflows(String key) {
+			if (this.config.keysMax == 0) {
+				return false;
+			}
+			KeyedBuckets keys = this.registry.get("perkey").keyed();
+			if (keys.find(key) != null) {
+				return false;
+			}
+			long now = this.clock.get();
+			int kept = 0;
+			for (String other : KEYS) {
+				if (keys.find(other) != null) {
+					kept++;
+					RefBucket ref = keyRef(other);
+					ref.advance(now);
+					if (ref.full()) {
+						return false;
+					}
+				}
+			}
+			if (kept < this.config.keysMax) {
+				return false;
+			}
+			count("call to the overflow bucket");
+			return true;
 		}
 
 		private void refund(Part part, long n) {
@@ -524,6 +591,10 @@ class SeveralBucketsModelTests {
 				ref.advance(now);
 				state.append(" perkey[").append(key).append("]=").append(ref);
 			});
+			if (this.config.keysMax > 0) {
+				this.overflow.advance(now);
+				state.append(" overflow=").append(this.overflow);
+			}
 			int last = this.trace.size() - 1;
 			this.trace.set(last, this.trace.get(last) + "    [reference after:" + state + "]");
 		}
@@ -535,11 +606,20 @@ class SeveralBucketsModelTests {
 		}
 	}
 
-	/** One bucket a call takes from: the bucket's name, the key ({@code null}: the bucket itself), the cost. */
-	private record Part(String bucket, String key, long cost, RefBucket ref) {
+	/**
+	 * One bucket a call takes from: the bucket's name, the key ({@code null}: the bucket itself), the cost,
+	 * the reference's bucket, and whether that is the overflow bucket.
+	 */
+	private record Part(String bucket, String key, long cost, RefBucket ref, boolean overflow) {
 
 		String name() {
-			return (this.key != null) ? this.bucket + "[" + this.key + "]" : this.bucket;
+			return (this.key != null) ? this.bucket + "[" + this.key + (this.overflow ? " in overflow" : "") + "]"
+					: this.bucket;
+		}
+
+		@Override
+		public String toString() {
+			return name();
 		}
 	}
 
