@@ -93,7 +93,8 @@ public final class KeyedBuckets {
 
 	/**
 	 * Pins the bucket of {@code key} for a grab: made on first use, or the overflow bucket when there
-	 * is no room. {@link Entry#unpin()} when the grab is done.
+	 * is no room. {@link Entry#unpin()} when the grab is done. A call that goes to the overflow bucket is
+	 * counted by its caller, once ({@link #countOverflow()}), however often it pins.
 	 *
 	 * @param key the key's value, not {@code null}
 	 * @return the pinned entry
@@ -104,7 +105,6 @@ public final class KeyedBuckets {
 			if (entry == null) {
 				entry = create(key);
 				if (entry == null) {
-					this.overflowCalls.increment();
 					this.overflow.pin(); // never retired: always succeeds
 					return this.overflow;
 				}
@@ -211,6 +211,43 @@ public final class KeyedBuckets {
 	/** @return calls that went to the overflow bucket */
 	public long overflowCalls() {
 		return this.overflowCalls.sum();
+	}
+
+	/**
+	 * Counts a call that went to the overflow bucket ({@code ratelimit.keys.overflow}).
+	 */
+	public void countOverflow() {
+		this.overflowCalls.increment();
+	}
+
+	/**
+	 * Whether a limiter is the overflow bucket, shared by keys without room (never dropped).
+	 *
+	 * @param limiter a limiter from an entry
+	 * @return {@code true} for the overflow bucket
+	 */
+	public boolean isOverflow(RateLimiter limiter) {
+		return limiter == this.overflow.limiter;
+	}
+
+	/**
+	 * Pins the entry of {@code key} only if its bucket is still {@code limiter} (the bucket a call took
+	 * from has not been dropped since); never makes a bucket.
+	 *
+	 * @param key the key's value
+	 * @param limiter the bucket the call took from
+	 * @return the pinned entry, or {@code null} when the key's bucket is another now (or none)
+	 */
+	public @Nullable Entry pinIfCurrent(Object key, RateLimiter limiter) {
+		if (isOverflow(limiter)) {
+			this.overflow.pin();
+			return this.overflow;
+		}
+		Entry entry = this.entries.get(key);
+		if (entry == null || entry.limiter != limiter || !entry.pin()) {
+			return null;
+		}
+		return entry;
 	}
 
 	/**

@@ -6,6 +6,7 @@ import java.util.concurrent.locks.LockSupport;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
@@ -46,6 +47,9 @@ final class Call implements Reservation, Permit {
 	/** Shadow buckets only: whether the bucket kept the call's tokens (it did unless it would have refused). */
 	private final boolean[] kept;
 
+	/** The bucket each keyed claim took from (its key's, or the overflow bucket): where a refund goes. */
+	final @Nullable RateLimiter[] targets;
+
 	private final AtomicInteger state = new AtomicInteger(PENDING);
 
 	private final AtomicBoolean completed = new AtomicBoolean();
@@ -56,24 +60,27 @@ final class Call implements Reservation, Permit {
 	volatile @Nullable Object result;
 
 	Call(Limit[] limits, long[] tokens, @Nullable Object[] keys) {
-		this(limits, tokens, keys, new Permit[limits.length]);
+		this(limits, tokens, keys, new RateLimiter[limits.length], new Permit[limits.length]);
 	}
 
-	private Call(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
+	private Call(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
+			@Nullable Permit[] permits) {
 		this.limits = limits;
 		this.tokens = tokens;
 		this.keys = keys;
 		this.parts = new Reservation[limits.length];
 		this.permits = permits;
 		this.kept = new boolean[limits.length];
+		this.targets = (targets != null) ? targets : new RateLimiter[limits.length];
 	}
 
 	/**
 	 * A call that took every bucket's tokens at once (the blocking path's first try): granted, its
 	 * permits those of the buckets ({@code null} where there is nothing to release).
 	 */
-	static Call granted(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
-		Call call = new Call(limits, tokens, keys, permits);
+	static Call granted(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
+			@Nullable Permit[] permits) {
+		Call call = new Call(limits, tokens, keys, targets, permits);
 		java.util.Arrays.fill(call.kept, true);
 		call.state.set(GRANTED);
 		return call;
@@ -134,7 +141,7 @@ final class Call implements Reservation, Permit {
 		}
 		for (int i = 0; i < this.limits.length; i++) {
 			if (this.kept[i]) {
-				this.limits[i].refund(this.tokens[i], this.keys[i]);
+				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i]);
 				this.permits[i].close();
 			}
 		}
@@ -203,16 +210,16 @@ final class Call implements Reservation, Permit {
 				continue;
 			}
 			if (limit.refundIf != null && limit.refundIf.test(invocation, value, exception)) {
-				limit.refund(this.tokens[i], this.keys[i]);
+				limit.refund(this.tokens[i], this.keys[i], this.targets[i]);
 				continue;
 			}
 			if (limit.settle != null) {
 				long real = limit.settle.cost(invocation, value, exception);
 				if (real >= 0 && real < this.tokens[i]) {
-					limit.refund(this.tokens[i] - real, this.keys[i]);
+					limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i]);
 				}
 				else if (real > this.tokens[i]) {
-					limit.charge(real - this.tokens[i], this.keys[i]);
+					limit.charge(real - this.tokens[i], this.keys[i], this.targets[i]);
 				}
 			}
 		}

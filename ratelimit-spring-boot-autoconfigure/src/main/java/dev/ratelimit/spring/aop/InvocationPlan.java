@@ -12,6 +12,7 @@ import java.util.function.Function;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
@@ -70,6 +71,9 @@ final class InvocationPlan {
 	 */
 	private final boolean optimistic;
 
+	/** Whether any limit takes from per-key buckets (whose claims note the bucket they took from). */
+	private final boolean keyed;
+
 	/** What runs instead of a refused call, or {@code null} to let the refusal through. */
 	final @Nullable FallbackMethod fallback;
 
@@ -91,6 +95,11 @@ final class InvocationPlan {
 			local &= limit.local;
 		}
 		this.optimistic = this.single == null && local;
+		boolean keyed = false;
+		for (Limit limit : limits) {
+			keyed |= limit.key != null || limit.keyedByRule;
+		}
+		this.keyed = keyed;
 	}
 
 	/**
@@ -108,7 +117,7 @@ final class InvocationPlan {
 		Limit one = this.single;
 		if (one != null) {
 			if (one.stats.isShadow()) {
-				Permit permit = one.shadow(tokens[0], keys[0]);
+				Permit permit = one.shadow(tokens[0], keys[0], null, 0);
 				return (permit != null) ? permit : Permit.noop();
 			}
 			return one.acquire(tokens[0], keys[0]);
@@ -174,7 +183,7 @@ final class InvocationPlan {
 			long tokens = one.cost.evaluate(invocation);
 			Object key = one.key(invocation);
 			if (one.stats.isShadow()) {
-				Permit permit = one.shadow(tokens, key);
+				Permit permit = one.shadow(tokens, key, null, 0);
 				return (permit != null) ? permit : Permit.noop();
 			}
 			return one.acquire(tokens, key);
@@ -204,6 +213,7 @@ final class InvocationPlan {
 		Limit[] limits = this.limits;
 		int count = limits.length;
 		Permit[] permits = null;
+		RateLimiter[] targets = this.keyed ? new RateLimiter[count] : null;
 		int taken = 0;
 		boolean deferred = BucketStats.defer(true);
 		try {
@@ -214,7 +224,7 @@ final class InvocationPlan {
 				}
 				Permit permit;
 				try {
-					permit = limit.acquire(tokens[taken], keys[taken], Duration.ZERO);
+					permit = limit.acquire(tokens[taken], keys[taken], Duration.ZERO, targets, taken, false);
 				}
 				catch (RateLimitExceededException ex) {
 					break;
@@ -229,22 +239,28 @@ final class InvocationPlan {
 		}
 		finally {
 			if (taken < count) {
-				giveBack(taken, tokens, keys, permits);
+				giveBack(taken, tokens, keys, targets, permits);
 			}
 			BucketStats.defer(deferred);
 		}
 		if (taken < count) {
 			return null;
 		}
+		if (targets != null) {
+			for (int i = 0; i < count; i++) {
+				limits[i].countIfOverflow(targets[i]); // counted once per call, now that it took from them
+			}
+		}
 		if (this.completes) {
-			return Call.granted(limits, tokens, keys, (permits != null) ? permits : new Permit[count]);
+			return Call.granted(limits, tokens, keys, targets, (permits != null) ? permits : new Permit[count]);
 		}
 		return (permits != null) ? new Permits(permits) : Permit.noop();
 	}
 
-	private void giveBack(int taken, long[] tokens, @Nullable Object[] keys, @Nullable Permit[] permits) {
+	private void giveBack(int taken, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
+			@Nullable Permit[] permits) {
 		for (int i = 0; i < taken; i++) {
-			this.limits[i].refund(tokens[i], keys[i]);
+			this.limits[i].refund(tokens[i], keys[i], (targets != null) ? targets[i] : null);
 			if (permits != null && permits[i] != null) {
 				permits[i].close();
 			}
@@ -325,7 +341,7 @@ final class InvocationPlan {
 					continue;
 				}
 				try {
-					call.parts[i] = limit.reserve(tokens[i], keys[i]);
+					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, i);
 				}
 				catch (RateLimitExceededException ex) {
 					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
@@ -340,7 +356,7 @@ final class InvocationPlan {
 			else {
 				for (int i = 0; i < count; i++) {
 					if (call.parts[i] == null) {
-						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i]));
+						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i], call.targets, i));
 					}
 				}
 			}

@@ -42,6 +42,9 @@ final class Limit {
 
 	private final @Nullable KeyedBuckets keys;
 
+	/** A web rule's limit with a key (computed from the request, not by an expression). */
+	final boolean keyedByRule;
+
 	/** {@code refundIf}, or {@code null}. */
 	final @Nullable CompletionExpression refundIf;
 
@@ -58,6 +61,7 @@ final class Limit {
 		this.maxWait = maxWait;
 		this.key = key;
 		this.keys = keyed ? bucket.keyed() : null;
+		this.keyedByRule = keyed && key == null;
 		this.refundIf = refundIf;
 		this.settle = settle;
 	}
@@ -116,22 +120,35 @@ final class Limit {
 	}
 
 	/**
-	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket.
+	 * Takes the call's tokens, waiting at most the max-wait: from the bucket, or from its key's bucket
+	 * (a call that goes to the overflow bucket is counted).
 	 */
 	Permit acquire(long tokens, @Nullable Object k) throws InterruptedException {
-		return acquire(tokens, k, this.maxWait);
+		return acquire(tokens, k, this.maxWait, null, 0, true);
 	}
 
 	/**
 	 * Takes the call's tokens, waiting at most {@code wait}.
+	 *
+	 * @param targets where to note the bucket a keyed call took from (for its completion), or {@code null}
+	 * @param i the call's place in {@code targets}
+	 * @param count whether a call that goes to the overflow bucket is counted now
 	 */
-	Permit acquire(long tokens, @Nullable Object k, Duration wait) throws InterruptedException {
+	Permit acquire(long tokens, @Nullable Object k, Duration wait, @Nullable RateLimiter @Nullable [] targets, int i,
+			boolean count) throws InterruptedException {
 		if (k == null) {
 			return this.limiter.acquire(tokens, wait);
 		}
 		KeyedBuckets.Entry entry = this.keys.pin(k);
 		try {
-			return entry.limiter().acquire(tokens, wait);
+			RateLimiter target = entry.limiter();
+			if (targets != null) {
+				targets[i] = target;
+			}
+			if (count && this.keys.isOverflow(target)) {
+				this.keys.countOverflow();
+			}
+			return target.acquire(tokens, wait);
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k);
@@ -141,16 +158,38 @@ final class Limit {
 		}
 	}
 
+	/** Counts a call that went to the overflow bucket, when {@code target} is it. */
+	void countIfOverflow(@Nullable RateLimiter target) {
+		if (target != null && this.keys != null && this.keys.isOverflow(target)) {
+			this.keys.countOverflow();
+		}
+	}
+
 	/**
-	 * Claims the call's tokens without waiting: from the bucket, or from its key's bucket.
+	 * Claims the call's tokens without waiting: from the bucket, or from its key's bucket (a call that
+	 * goes to the overflow bucket is counted).
 	 */
 	Reservation reserve(long tokens, @Nullable Object k) {
+		return reserve(tokens, k, null, 0);
+	}
+
+	/**
+	 * Claims the call's tokens without waiting, noting the bucket a keyed call claims from.
+	 */
+	Reservation reserve(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets, int i) {
 		if (k == null) {
 			return this.limiter.reserve(tokens, this.maxWait);
 		}
 		KeyedBuckets.Entry entry = this.keys.pin(k);
 		try {
-			return new KeyedReservation(entry.limiter().reserve(tokens, this.maxWait), k);
+			RateLimiter target = entry.limiter();
+			if (targets != null) {
+				targets[i] = target;
+			}
+			if (this.keys.isOverflow(target)) {
+				this.keys.countOverflow();
+			}
+			return new KeyedReservation(target.reserve(tokens, this.maxWait), k);
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k);
@@ -165,15 +204,19 @@ final class Limit {
 	 * keeps nothing and counts as {@code shadow-rejected}; a call it would make wait keeps its tokens
 	 * (taken without waiting, as a settle does) and counts as {@code granted}.
 	 *
+	 * @param targets where to note the bucket a keyed call took from, or {@code null}
+	 * @param i the call's place in {@code targets}
 	 * @return the permit (capped release: released when the call completes; a no-op one for tokens
 	 *         taken without waiting), or {@code null} when the bucket would have refused and kept nothing
 	 */
-	@Nullable Permit shadow(long tokens, @Nullable Object k) {
+	@Nullable Permit shadow(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets, int i) {
+		RateLimiter[] noted = (targets != null) ? targets : new RateLimiter[1];
+		int at = (targets != null) ? i : 0;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			Reservation reservation;
 			try {
-				reservation = reserve(tokens, k);
+				reservation = reserve(tokens, k, noted, at);
 			}
 			catch (RateLimitExceededException ex) {
 				this.stats.refused();
@@ -191,7 +234,7 @@ final class Limit {
 				return reservation.permit(); // counted as granted by the limiter
 			}
 			reservation.cancel();
-			charge(tokens, k);
+			charge(tokens, k, noted[at]);
 			this.stats.countGranted(0);
 			return Permit.noop();
 		}
@@ -200,8 +243,14 @@ final class Limit {
 		}
 	}
 
-	/** Gives back tokens a granted call took (the rate only: a capped permit still releases). */
-	void refund(long tokens, @Nullable Object k) {
+	/**
+	 * Gives back tokens a granted call took (the rate only: a capped permit still releases): to the
+	 * bucket it took them from. A key's bucket that has been dropped since was full: giving back to it
+	 * would have changed nothing, and nothing is given to the key's new bucket either.
+	 *
+	 * @param target the bucket a keyed call took from ({@code null} for an unkeyed one)
+	 */
+	void refund(long tokens, @Nullable Object k, @Nullable RateLimiter target) {
 		if (tokens == 0) {
 			return;
 		}
@@ -209,9 +258,10 @@ final class Limit {
 			this.limiter.refund(tokens);
 			return;
 		}
-		// the key's bucket in the map now: the one the call took from, or (once it was dropped, full) a
-		// new one, identical to it (K1)
-		KeyedBuckets.Entry entry = this.keys.pin(k);
+		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : this.keys.pin(k);
+		if (entry == null) {
+			return; // dropped since, full: nothing to give back to (K1)
+		}
 		try {
 			entry.limiter().refund(tokens);
 		}
@@ -220,8 +270,14 @@ final class Limit {
 		}
 	}
 
-	/** Takes more tokens without waiting: later callers wait for them. */
-	void charge(long tokens, @Nullable Object k) {
+	/**
+	 * Takes more tokens without waiting, from the bucket the call took from: later callers wait for
+	 * them. When a key's bucket has been dropped since, from the key's bucket now (which a new,
+	 * identical bucket stands for).
+	 *
+	 * @param target the bucket a keyed call took from ({@code null} for an unkeyed one)
+	 */
+	void charge(long tokens, @Nullable Object k, @Nullable RateLimiter target) {
 		if (tokens == 0) {
 			return;
 		}
@@ -229,7 +285,10 @@ final class Limit {
 			this.limiter.charge(tokens);
 			return;
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k);
+		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : null;
+		if (entry == null) {
+			entry = this.keys.pin(k);
+		}
 		try {
 			entry.limiter().charge(tokens);
 		}

@@ -9,7 +9,6 @@ import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -48,7 +47,7 @@ class KeyOverflowCompletionTests {
 	 * overflow bucket keeps the call's tokens.
 	 */
 	@Test
-	@Disabled("production bug: a refund after a call that took from the overflow bucket can land in a new bucket of the key")
+
 	void aRefundGoesBackToTheOverflowBucketTheCallTookFrom() {
 		this.runner.run((context) -> {
 			Service service = context.getBean(Service.class);
@@ -63,7 +62,7 @@ class KeyOverflowCompletionTests {
 
 	/** "ratelimit.keys.overflow counts every call that goes to the overflow bucket": once per call. */
 	@Test
-	@Disabled("production bug: keys.overflow counts each pin of a call (3 for one refused call on two buckets)")
+
 	void aCallToTheOverflowBucketCountsOnce() {
 		this.runner.run((context) -> {
 			Service service = context.getBean(Service.class);
