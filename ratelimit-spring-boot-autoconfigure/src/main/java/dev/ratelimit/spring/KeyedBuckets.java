@@ -92,19 +92,34 @@ public final class KeyedBuckets {
 	}
 
 	/**
-	 * Pins the bucket of {@code key} for a grab: made on first use, or the overflow bucket when there
-	 * is no room. {@link Entry#unpin()} when the grab is done. A call that goes to the overflow bucket is
-	 * counted by its caller, once ({@link #countOverflow()}), however often it pins.
+	 * Pins the bucket of {@code key} for a call's grab: made on first use, or the overflow bucket when
+	 * there is no room (then the call is counted in {@code ratelimit.keys.overflow}). {@link Entry#unpin()}
+	 * when the grab is done.
 	 *
 	 * @param key the key's value, not {@code null}
 	 * @return the pinned entry
 	 */
 	public Entry pin(Object key) {
+		return pin(key, true);
+	}
+
+	/**
+	 * Pins the bucket of {@code key}, as {@link #pin(Object)} does.
+	 *
+	 * @param key the key's value, not {@code null}
+	 * @param count whether a pin of the overflow bucket counts a call (a caller that pins several times
+	 *        for one call counts it once, itself, with {@link #countOverflow()})
+	 * @return the pinned entry
+	 */
+	public Entry pin(Object key, boolean count) {
 		for (;;) {
 			Entry entry = this.entries.get(key);
 			if (entry == null) {
 				entry = create(key);
 				if (entry == null) {
+					if (count) {
+						this.overflowCalls.increment();
+					}
 					this.overflow.pin(); // never retired: always succeeds
 					return this.overflow;
 				}

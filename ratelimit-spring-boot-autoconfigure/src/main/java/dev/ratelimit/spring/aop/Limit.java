@@ -93,7 +93,7 @@ final class Limit {
 		if (k == null || this.keys == null) {
 			return this.limiter.snapshot();
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k);
+		KeyedBuckets.Entry entry = this.keys.pin(k, false);
 		try {
 			return entry.limiter().snapshot();
 		}
@@ -139,7 +139,7 @@ final class Limit {
 		if (k == null) {
 			return this.limiter.acquire(tokens, wait);
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k);
+		KeyedBuckets.Entry entry = this.keys.pin(k, false);
 		try {
 			RateLimiter target = entry.limiter();
 			if (targets != null) {
@@ -180,7 +180,7 @@ final class Limit {
 		if (k == null) {
 			return this.limiter.reserve(tokens, this.maxWait);
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k);
+		KeyedBuckets.Entry entry = this.keys.pin(k, false);
 		try {
 			RateLimiter target = entry.limiter();
 			if (targets != null) {
@@ -258,7 +258,7 @@ final class Limit {
 			this.limiter.refund(tokens);
 			return;
 		}
-		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : this.keys.pin(k);
+		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : this.keys.pin(k, false);
 		if (entry == null) {
 			return; // dropped since, full: nothing to give back to (K1)
 		}
@@ -287,7 +287,7 @@ final class Limit {
 		}
 		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : null;
 		if (entry == null) {
-			entry = this.keys.pin(k);
+			entry = this.keys.pin(k, false);
 		}
 		try {
 			entry.limiter().charge(tokens);
