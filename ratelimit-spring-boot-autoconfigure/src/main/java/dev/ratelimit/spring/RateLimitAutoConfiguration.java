@@ -12,6 +12,7 @@ import dev.ratelimit.spring.aop.GrantObserver;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
 import dev.ratelimit.spring.web.RateLimitFilter;
 import dev.ratelimit.spring.web.RateLimitWebFilter;
+import dev.ratelimit.spring.web.ReactiveLevels;
 import dev.ratelimit.spring.web.ServletLevels;
 import dev.ratelimit.spring.web.WebRules;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -33,6 +34,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
+import org.springframework.web.filter.reactive.ServerWebExchangeContextFilter;
 
 /**
  * Auto-configuration of the ratelimit starter: a bean per bucket of {@code ratelimit.buckets} (named
@@ -188,6 +190,20 @@ public final class RateLimitAutoConfiguration {
 		WebRules rateLimitWebRules(RateLimitProperties properties, BucketDefinitions definitions,
 				ObjectProvider<RateLimiterRegistry> registry) {
 			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
+		}
+
+		/** The exchange in the Reactor context, where annotated controller methods find their response. */
+		@Bean
+		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
+		@ConditionalOnMissingBean
+		ServerWebExchangeContextFilter rateLimitExchangeContextFilter() {
+			return new ServerWebExchangeContextFilter();
+		}
+
+		@Bean
+		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
+		GrantObserver rateLimitReactiveLevels() {
+			return new ReactiveLevels();
 		}
 
 		@Bean

@@ -27,9 +27,12 @@ final class AsyncInvocations {
 	}
 
 	static CompletableFuture<Object> invoke(InvocationPlan plan, MethodInvocation invocation,
-			RateLimitExecutors executors) {
+			RateLimitExecutors executors, @Nullable GrantObserver observer) {
 		CompletableFuture<Object> result = new CompletableFuture<>();
 		UnaryOperator<Runnable> context = executors.captureContext();
+		Object target = (observer != null) ? observer.capture(null) : null;
+		// the buckets' levels for the response, once the tokens are there and before the method runs
+		Runnable observe = (target == null) ? null : () -> plan.observeGrant(invocation, observer, target);
 		Reservation reservation;
 		try {
 			reservation = plan.reserve(invocation);
@@ -49,9 +52,10 @@ final class AsyncInvocations {
 		reservation.onWake(() -> {
 			long next = round.incrementAndGet();
 			executors.timer()
-				.execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next, context));
+				.execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next, context,
+						observe));
 		});
-		poll(plan, executors, reservation, invocation, result, true, round, 0, context);
+		poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe);
 		return result;
 	}
 
@@ -117,7 +121,7 @@ final class AsyncInvocations {
 
 	private static void poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
 			MethodInvocation invocation, CompletableFuture<Object> result, boolean callerThread, AtomicLong round,
-			long mine, UnaryOperator<Runnable> context) {
+			long mine, UnaryOperator<Runnable> context, @Nullable Runnable observe) {
 		if (round.get() != mine) {
 			return; // a wake-up started a newer round of polls
 		}
@@ -138,8 +142,8 @@ final class AsyncInvocations {
 		}
 		if (delay > 0) {
 			executors.timer()
-				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine, context),
-						delay, TimeUnit.NANOSECONDS);
+				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine, context,
+						observe), delay, TimeUnit.NANOSECONDS);
 			return;
 		}
 		Permit permit;
@@ -149,12 +153,23 @@ final class AsyncInvocations {
 		catch (IllegalStateException ex) {
 			return; // cancelled meanwhile: the future is done
 		}
-		if (callerThread) {
+		Runnable task = (observe == null) ? () -> run(plan, permit, invocation, result) : () -> {
+			try {
+				observe.run();
+			}
+			catch (RuntimeException ex) {
+				permit.close();
+				result.completeExceptionally(ex);
+				return;
+			}
 			run(plan, permit, invocation, result);
+		};
+		if (callerThread) {
+			task.run();
 		}
 		else {
 			try {
-				executors.runner().execute(context.apply(() -> run(plan, permit, invocation, result)));
+				executors.runner().execute(context.apply(task));
 			}
 			catch (RuntimeException ex) {
 				// the executor refused (the application is shutting down): nothing ran, the tokens go back

@@ -162,14 +162,14 @@ final class InvocationPlan {
 	/**
 	 * Tells the observer the buckets' levels after a call took its tokens (its keys evaluated again).
 	 */
-	void observeGrant(MethodInvocation invocation, GrantObserver observer) {
+	void observeGrant(MethodInvocation invocation, GrantObserver observer, Object target) {
 		String[] buckets = new String[this.limits.length];
 		RateLimiterSnapshot[] levels = new RateLimiterSnapshot[this.limits.length];
 		for (int i = 0; i < buckets.length; i++) {
 			buckets[i] = this.limits[i].bucket;
 			levels[i] = this.limits[i].snapshot(this.limits[i].key(invocation));
 		}
-		observer.granted(buckets, levels);
+		observer.granted(target, buckets, levels);
 	}
 
 	/**

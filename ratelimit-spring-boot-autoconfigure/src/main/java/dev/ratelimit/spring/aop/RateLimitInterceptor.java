@@ -83,11 +83,12 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 		if (plan == null) {
 			return invocation.proceed();
 		}
+		GrantObserver observer = plan.controller ? observer() : null;
 		return switch (plan.kind) {
-			case BLOCKING -> invokeBlocking(plan, invocation, plan.controller ? observer() : null);
-			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation, this.executors.get());
-			case MONO -> ReactorInvocations.mono(plan, invocation);
-			case FLUX -> ReactorInvocations.flux(plan, invocation);
+			case BLOCKING -> invokeBlocking(plan, invocation, observer);
+			case COMPLETION_STAGE -> AsyncInvocations.invoke(plan, invocation, this.executors.get(), observer);
+			case MONO -> ReactorInvocations.mono(plan, invocation, observer);
+			case FLUX -> ReactorInvocations.flux(plan, invocation, observer);
 		};
 	}
 
@@ -103,9 +104,10 @@ public final class RateLimitInterceptor implements MethodInterceptor {
 			}
 			return plan.fallback.invoke(invocation, ex);
 		}
-		if (observer != null) {
+		Object target = (observer != null) ? observer.capture(null) : null;
+		if (target != null) {
 			try {
-				plan.observeGrant(invocation, observer);
+				plan.observeGrant(invocation, observer, target);
 			}
 			catch (RuntimeException ex) {
 				permit.close();

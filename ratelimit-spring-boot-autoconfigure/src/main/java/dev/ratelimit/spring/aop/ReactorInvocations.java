@@ -8,6 +8,7 @@ import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
 
 import org.aopalliance.intercept.MethodInvocation;
+import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
@@ -25,8 +26,8 @@ final class ReactorInvocations {
 	private ReactorInvocations() {
 	}
 
-	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation) {
-		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation), (permit) -> {
+	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
+		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation, observer), (permit) -> {
 			Mono<Object> call = Mono.from(proceed(invocation));
 			return (permit instanceof Call completing) ? call.doOnNext((value) -> completing.result = value) : call;
 		}, (permit) -> complete(plan, invocation, permit, null), (permit, failure) -> complete(plan, invocation, permit,
@@ -35,8 +36,8 @@ final class ReactorInvocations {
 				: limited.onErrorResume(Refused.class, (refused) -> Mono.from(fallback(plan, invocation, refused)));
 	}
 
-	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation) {
-		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation), (permit) -> proceed(invocation),
+	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
+		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation, observer), (permit) -> proceed(invocation),
 				(permit) -> complete(plan, invocation, permit, null),
 				(permit, failure) -> complete(plan, invocation, permit, failure), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
@@ -104,6 +105,31 @@ final class ReactorInvocations {
 		catch (Throwable ex) {
 			return Mono.error(ex);
 		}
+	}
+
+	/**
+	 * The call's permit; with an observer (a controller method under {@code headers: ietf}), the
+	 * buckets' levels go to the response found in the subscriber's context once the tokens are there.
+	 */
+	private static Mono<Permit> permit(InvocationPlan plan, MethodInvocation invocation,
+			@Nullable GrantObserver observer) {
+		if (observer == null) {
+			return permit(plan, invocation);
+		}
+		return Mono.deferContextual((context) -> {
+			Object target = observer.capture(context);
+			Mono<Permit> permit = permit(plan, invocation);
+			return (target == null) ? permit : permit.map((granted) -> {
+				try {
+					plan.observeGrant(invocation, observer, target);
+				}
+				catch (RuntimeException ex) {
+					granted.close();
+					throw ex;
+				}
+				return granted;
+			});
+		});
 	}
 
 	private static Mono<Permit> permit(InvocationPlan plan, MethodInvocation invocation) {

@@ -83,6 +83,23 @@ public final class RateLimitHeaders {
 		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset);
 	}
 
+	private static final java.util.regex.Pattern REMAINING = java.util.regex.Pattern.compile(";r=([0-9]+);t=([0-9]+)");
+
+	/**
+	 * The level a {@code RateLimit} value already on a response gives (a web rule's), to compare with.
+	 *
+	 * @param value the field's value, or {@code null}
+	 * @return its level (remaining and reset only), or {@code null} when there is none
+	 */
+	static @Nullable Level parse(@Nullable String value) {
+		if (value == null) {
+			return null;
+		}
+		java.util.regex.Matcher matcher = REMAINING.matcher(value);
+		return matcher.find() ? new Level("", 0, 0, Long.parseLong(matcher.group(1)), Long.parseLong(matcher.group(2)))
+				: null;
+	}
+
 	/**
 	 * The closer to refusing of two levels.
 	 *

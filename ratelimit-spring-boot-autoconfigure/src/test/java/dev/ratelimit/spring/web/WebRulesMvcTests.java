@@ -234,6 +234,11 @@ class WebRulesMvcTests {
 						.andExpect(header().string("Retry-After", "3600"))
 						.andExpect(header().string("RateLimit-Policy", "\"special\";q=1;w=3600"))
 						.andExpect(jsonPath("$.violated-policies", contains("special")));
+					// and so do those answering with a CompletionStage
+					MvcResult async = mvc.perform(get("/annotated-async")).andExpect(request().asyncStarted()).andReturn();
+					mvc.perform(asyncDispatch(async))
+						.andExpect(status().isOk())
+						.andExpect(header().string("RateLimit", "\"per-client\";r=0;t=3600"));
 				});
 	}
 
@@ -343,6 +348,12 @@ class WebRulesMvcTests {
 		@RateLimited("special")
 		public String annotated() {
 			return "annotated";
+		}
+
+		@GetMapping("/annotated-async")
+		@RateLimited("per-client")
+		public CompletableFuture<String> annotatedAsync() {
+			return CompletableFuture.completedFuture("async");
 		}
 
 		@GetMapping("/actuator/{name}")

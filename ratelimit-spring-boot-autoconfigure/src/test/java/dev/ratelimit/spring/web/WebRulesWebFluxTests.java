@@ -134,8 +134,8 @@ class WebRulesWebFluxTests {
 				RateLimiter concurrent = context.getBean("concurrent", RateLimiter.class);
 				Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> concurrent.snapshot().inFlight() == 1);
 				client.get().uri("/api/feed").exchange().expectStatus().isEqualTo(429);
-				feed.slow.tryEmitNext("done");
-				feed.slow.tryEmitComplete();
+				feed.slowSink().tryEmitNext("done");
+				feed.slowSink().tryEmitComplete();
 				assertThat(slow.get(5, TimeUnit.SECONDS)).containsExactly("done");
 				Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> concurrent.snapshot().inFlight() == 0);
 				this.now.addAndGet(TimeUnit.MILLISECONDS.toNanos(1));
@@ -187,6 +187,23 @@ class WebRulesWebFluxTests {
 			.block(Duration.ofSeconds(10));
 	}
 
+	@Test
+	void ietfHeadersForAnnotatedControllerMethods() {
+		this.runner.withPropertyValues("ratelimit.web.headers=ietf").run((context) -> {
+			WebTestClient client = client(context,
+					context.getBean(org.springframework.web.filter.reactive.ServerWebExchangeContextFilter.class));
+			client.get()
+				.uri("/annotated")
+				.exchange()
+				.expectStatus()
+				.isOk()
+				.expectHeader()
+				.valueEquals("RateLimit-Policy", "\"five\";q=5;w=1")
+				.expectHeader()
+				.valueEquals("RateLimit", "\"five\";r=4;t=1");
+		});
+	}
+
 	@Configuration(proxyBeanMethods = false)
 	static class FeedConfiguration {
 
@@ -204,6 +221,16 @@ class WebRulesWebFluxTests {
 		@GetMapping({ "/api/feed", "/open", "/me", "/actuator/health" })
 		Mono<String> feed() {
 			return Mono.just("feed");
+		}
+
+		@GetMapping("/annotated")
+		@dev.ratelimit.annotation.RateLimited("five")
+		public Mono<String> annotated() {
+			return Mono.just("annotated");
+		}
+
+		public Sinks.Many<String> slowSink() {
+			return this.slow;
 		}
 
 		@GetMapping("/api/slow")

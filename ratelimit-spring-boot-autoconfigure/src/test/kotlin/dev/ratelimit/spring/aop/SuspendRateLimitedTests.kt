@@ -68,8 +68,9 @@ class SuspendRateLimitedTests {
                 val second = CompletableDeferred<Unit>()
                 val a = async { service.hold(first) }
                 val b = async { service.hold(second) }
+                // the first call runs (its body started), the second waits for its release
                 withTimeout(5_000) {
-                    while (capped.snapshot().waiting() < 1) {
+                    while (service.started < 1 || capped.snapshot().waiting() < 1) {
                         delay(5)
                     }
                 }
