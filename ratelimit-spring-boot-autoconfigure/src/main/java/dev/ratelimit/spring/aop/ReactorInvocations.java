@@ -1,19 +1,13 @@
 package dev.ratelimit.spring.aop;
 
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
-
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
-import dev.ratelimit.core.Reservation;
 
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
-import reactor.core.publisher.MonoSink;
-import reactor.core.scheduler.Schedulers;
 
 /**
  * {@code Mono} and {@code Flux} methods: nothing happens before subscription; on subscription the
@@ -133,52 +127,6 @@ final class ReactorInvocations {
 	}
 
 	private static Mono<Permit> permit(InvocationPlan plan, MethodInvocation invocation) {
-		return Mono.create((sink) -> {
-			Reservation reservation;
-			try {
-				reservation = plan.reserve(invocation);
-			}
-			catch (RuntimeException ex) {
-				sink.error(refusal(plan, ex));
-				return;
-			}
-			sink.onCancel(reservation::cancel);
-			// woken when a caller ahead gives up: poll again at once; older scheduled polls do nothing
-			AtomicLong round = new AtomicLong();
-			reservation.onWake(() -> {
-				long next = round.incrementAndGet();
-				Schedulers.parallel().schedule(() -> poll(plan, reservation, sink, round, next));
-			});
-			poll(plan, reservation, sink, round, 0);
-		});
-	}
-
-	private static void poll(InvocationPlan plan, Reservation reservation, MonoSink<Permit> sink, AtomicLong round,
-			long mine) {
-		if (round.get() != mine) {
-			return;
-		}
-		long delay;
-		try {
-			delay = reservation.poll();
-		}
-		catch (IllegalStateException ex) {
-			return; // cancelled
-		}
-		catch (RuntimeException ex) {
-			sink.error(refusal(plan, ex));
-			return;
-		}
-		if (delay > 0) {
-			Schedulers.parallel().schedule(() -> poll(plan, reservation, sink, round, mine), delay,
-					TimeUnit.NANOSECONDS);
-			return;
-		}
-		try {
-			sink.success(reservation.permit());
-		}
-		catch (IllegalStateException ex) {
-			// cancelled meanwhile: the tokens went back with the cancel
-		}
+		return ReactivePermits.permit(() -> plan.reserve(invocation), (ex) -> refusal(plan, ex));
 	}
 }

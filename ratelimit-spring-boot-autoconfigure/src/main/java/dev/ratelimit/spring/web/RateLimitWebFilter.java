@@ -4,18 +4,14 @@ import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.security.Principal;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
-import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.WebHeaders;
+import dev.ratelimit.spring.aop.ReactivePermits;
 import dev.ratelimit.spring.aop.RequestLimits;
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
-import reactor.core.publisher.MonoSink;
-import reactor.core.scheduler.Schedulers;
 
 import org.springframework.core.Ordered;
 import org.springframework.core.io.buffer.DataBuffer;
@@ -139,50 +135,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 	}
 
 	private static Mono<Permit> permit(RequestLimits limits, @Nullable Object[] keys) {
-		return Mono.create((sink) -> {
-			Reservation reservation;
-			try {
-				reservation = limits.reserve(keys);
-			}
-			catch (RuntimeException ex) {
-				sink.error(refusal(ex));
-				return;
-			}
-			sink.onCancel(reservation::cancel);
-			AtomicLong round = new AtomicLong();
-			reservation.onWake(() -> {
-				long next = round.incrementAndGet();
-				Schedulers.parallel().schedule(() -> poll(reservation, sink, round, next));
-			});
-			poll(reservation, sink, round, 0);
-		});
-	}
-
-	private static void poll(Reservation reservation, MonoSink<Permit> sink, AtomicLong round, long mine) {
-		if (round.get() != mine) {
-			return;
-		}
-		long delay;
-		try {
-			delay = reservation.poll();
-		}
-		catch (IllegalStateException ex) {
-			return; // cancelled
-		}
-		catch (RuntimeException ex) {
-			sink.error(refusal(ex));
-			return;
-		}
-		if (delay > 0) {
-			Schedulers.parallel().schedule(() -> poll(reservation, sink, round, mine), delay, TimeUnit.NANOSECONDS);
-			return;
-		}
-		try {
-			sink.success(reservation.permit());
-		}
-		catch (IllegalStateException ex) {
-			// cancelled meanwhile: the tokens went back with the cancel
-		}
+		return ReactivePermits.permit(() -> limits.reserve(keys), RateLimitWebFilter::refusal);
 	}
 
 	/** A reactive request, as keys see it. */
