@@ -2,6 +2,7 @@ package dev.ratelimit.core;
 
 import java.time.Duration;
 
+import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -296,6 +297,39 @@ class SharedTokenBucketTests {
 		assertThat(bucket.snapshot().available()).isEqualTo(10);
 		assertThat(bucket.snapshot().deficiency()).isZero();
 		assertThat(drain(bucket)).isEqualTo(10);
+	}
+
+	/**
+	 * Open: a hole folds into the base, so the head moves by the tokens given up without any time passing;
+	 * two give-ups of {@code MAX_COST} behind a covered ticket put it 2^63 behind the head, and the signed
+	 * difference in {@code missing} reads it as 2^63 tokens short (model seed -6478172056244488334).
+	 */
+	@Test
+	@Disabled("open: rovers move 2^63 past a live ticket through give-ups, see the javadoc of this test")
+	void aCoveredTicketStaysCoveredAfterGiveUpsOfTheLargestClaimBehindIt() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		long first = bucket.grab(1);
+		for (int i = 0; i < 2; i++) {
+			long quitter = bucket.grab(SharedTokenBucket.MAX_COST);
+			long behind = bucket.grab(1);
+			bucket.refund(quitter, SharedTokenBucket.MAX_COST);
+			assertThat(bucket.deficiency(behind)).isZero();
+		}
+		assertThat(bucket.deficiency(first)).isZero(); // was 9223372036854775801
+	}
+
+	/** Open: the same with a charge and a refund of {@code MAX_COST}, twice (see above). */
+	@Test
+	@Disabled("open: rovers move 2^63 past a live ticket through charge and refund, see the javadoc of this test")
+	void aCoveredTicketStaysCoveredAfterChargesAndRefundsOfTheLargestCost() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).build();
+		long first = bucket.grab(1);
+		for (int i = 0; i < 2; i++) {
+			bucket.charge(SharedTokenBucket.MAX_COST);
+			bucket.refund(SharedTokenBucket.MAX_COST);
+		}
+		assertThat(bucket.snapshot().available()).isEqualTo(9);
+		assertThat(bucket.deficiency(first)).isZero(); // was 9223372036854775801
 	}
 
 	@Test
