@@ -106,9 +106,15 @@ import org.jspecify.annotations.Nullable;
  * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6). Access modes: {@code tail} and
  * {@code state} volatile (the rovers publish the work that released tokens to the caller that gets
  * them); {@code seen} opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
- * never more). Overflow: rovers wrap harmlessly while fewer than 2^62 tokens are outstanding (claims
- * are at most {@code Long.MAX_VALUE / 2}); {@link Rate} computes heads and waits in 128 bits and
- * saturates waits, so rates from one per century to 10^9 per second and a century of uptime are exact.
+ * never more). Overflow: rovers are 64-bit counters compared by difference, so a ticket still held (a
+ * {@link #grab} ticket, a claim not yet taken or given up) is read exactly while the rovers travel less
+ * than 2^63 past it. Time moves them at most 10^9 tokens per second (2^63 in 292 years); without time,
+ * only a give-up folded into the base or a charge followed by a refund moves them, by at most one
+ * claim each, and claims are at most {@code 2^50} tokens ({@code MAX_COST}, as on Redis), so it takes
+ * 2^13 give-ups of the largest claim while one ticket is held. (With claims up to 2^62, as before, two
+ * were enough: {@code SharedTokenBucketTests.aCoveredTicketStaysCoveredAfterGiveUpsOfTheLargestClaimBehindIt},
+ * found by the model test.) {@link Rate} computes heads and waits in 128 bits and saturates waits, so
+ * rates from one per century to 10^9 per second and a century of uptime are exact.
  *
  * <h2>Capped release and throughput</h2>
  * With capped release, tokens are in flight from grant to release. A call that holds its tokens for a
@@ -123,8 +129,11 @@ import org.jspecify.annotations.Nullable;
  */
 public final class SharedTokenBucket implements RateLimiter {
 
-	/** The largest claim: rovers compared by difference stay exact while less than this is outstanding. */
-	static final long MAX_COST = Long.MAX_VALUE / 2;
+	/**
+	 * The largest claim, 2^50 tokens: rovers compared by difference stay exact while a held ticket is
+	 * less than 2^63 behind them (see the class notes), which takes 2^13 give-ups of the largest claim.
+	 */
+	static final long MAX_COST = 1L << 50;
 
 	private static final long[] NO_HOLES = new long[0];
 
@@ -237,7 +246,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * {@link #deficiency(long)} of the returned ticket is {@code 0}; a caller that gives up hands the
 	 * claim back with {@link #refund(long, long)}.
 	 *
-	 * @param n the tokens to claim, {@code 0..Long.MAX_VALUE / 2} (capped release: {@code <= limit})
+	 * @param n the tokens to claim, {@code 0..2^50} (capped release: {@code <= limit})
 	 * @return the ticket: the tail after this claim
 	 * @throws IllegalArgumentException when {@code n} is out of range
 	 */
@@ -309,7 +318,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * the refund and the release never give the same tokens back twice. A waiter that gives up uses
 	 * {@link #refund(long, long)} instead, so that callers ahead of it gain nothing.
 	 *
-	 * @param n the tokens given back, {@code 0..Long.MAX_VALUE / 2}; more than the call took only fills
+	 * @param n the tokens given back, {@code 0..2^50}; more than the call took only fills
 	 *        the bucket up to its limit
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
@@ -344,9 +353,9 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * moves the ceiling by {@code n} too, for the tickets behind it only (until every claim ahead of it
 	 * is within the ceiling, it is held apart, as a hole is, see I3), and nothing is to be released for it.
 	 *
-	 * @param n the tokens taken, {@code 0..Long.MAX_VALUE / 2} (capped release included)
+	 * @param n the tokens taken, {@code 0..2^50} (capped release included)
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range, or when it would put
-	 *         more than {@code Long.MAX_VALUE / 2} tokens in line; then nothing is taken
+	 *         more than {@code 2^50} tokens in line; then nothing is taken
 	 */
 	@Override
 	public void charge(long n) {
@@ -729,7 +738,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long tl = (long) TAIL.getVolatile(this);
 		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
 		if (owed > MAX_COST || owed < -MAX_COST) {
-			throw new IllegalArgumentException("n (" + n + ") would put more than Long.MAX_VALUE / 2 tokens in line"
+			throw new IllegalArgumentException("n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
 					+ of() + ": " + (owed - n) + " are owed already");
 		}
 		if (charge && this.cappedRelease) {
@@ -937,7 +946,7 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static void checkAtMostMaxCost(long n) {
 		if (n > MAX_COST) {
-			throw new IllegalArgumentException("n must be at most Long.MAX_VALUE / 2 (" + MAX_COST + "), was " + n);
+			throw new IllegalArgumentException("n must be at most 2^50 (" + MAX_COST + "), was " + n);
 		}
 	}
 

@@ -527,7 +527,7 @@ class SharedTokenBucketModelTests {
 			}
 		}
 
-		/** More than {@code Long.MAX_VALUE / 2} tokens in line: the claim is rejected, nothing changes. */
+		/** More than {@code MAX_COST} (2^50) tokens in line: the claim is rejected, nothing changes. */
 		private void expectRejected(Runnable call, String what) {
 			try {
 				call.run();
@@ -536,7 +536,7 @@ class SharedTokenBucketModelTests {
 				log("%s -> rejected: %s", what, ex.getMessage());
 				return;
 			}
-			throw new AssertionError(what + " was accepted with more than Long.MAX_VALUE / 2 tokens in line");
+			throw new AssertionError(what + " was accepted with more than MAX_COST tokens in line");
 		}
 
 		private void log(String format, Object... args) {
