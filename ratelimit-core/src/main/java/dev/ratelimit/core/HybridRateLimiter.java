@@ -336,10 +336,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void refund(long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
-		}
-		if (n == 0) {
+		if (checkedAmount(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -369,10 +366,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void charge(long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
-		}
-		if (n == 0) {
+		if (checkedAmount(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -769,6 +763,14 @@ public final class HybridRateLimiter implements RateLimiter {
 		for (Claim claim : this.sleepers) {
 			claim.wakeUp();
 		}
+	}
+
+	/** A refund's or a charge's operations: any {@code n >= 0}. */
+	private static long checkedAmount(long n) {
+		if (n < 0) {
+			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
+		}
+		return n;
 	}
 
 	private void checkOperations(long n) {

@@ -324,9 +324,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 */
 	@Override
 	public void refund(long n) {
-		checkNonNegative(n);
-		checkAtMostMaxCost(n);
-		if (n == 0) {
+		if (checkedAmount(n) == 0) {
 			return;
 		}
 		synchronized (this.lock) {
@@ -359,9 +357,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 */
 	@Override
 	public void charge(long n) {
-		checkNonNegative(n);
-		checkAtMostMaxCost(n);
-		if (n == 0) {
+		if (checkedAmount(n) == 0) {
 			return;
 		}
 		synchronized (this.lock) {
@@ -382,9 +378,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @param n the tokens of that claim
 	 */
 	public void refund(long ticket, long n) {
-		checkNonNegative(n);
-		checkAtMostMaxCost(n);
-		if (n == 0) {
+		if (checkedAmount(n) == 0) {
 			return;
 		}
 		synchronized (this.lock) {
@@ -942,6 +936,13 @@ public final class SharedTokenBucket implements RateLimiter {
 			throw new IllegalArgumentException("n must be at most the limit (" + this.state.limit
 					+ ") of capped bucket" + of() + ", was " + n + ": it could never be granted");
 		}
+	}
+
+	/** Tokens given back or charged: {@code 0..MAX_COST}. */
+	private static long checkedAmount(long n) {
+		checkNonNegative(n);
+		checkAtMostMaxCost(n);
+		return n;
 	}
 
 	private static void checkAtMostMaxCost(long n) {
