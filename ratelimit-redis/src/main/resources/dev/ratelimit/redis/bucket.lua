@@ -58,8 +58,8 @@ elseif tonumber(state[5]) ~= B then
   rem = 0
 end
 
--- a lowered limit drops the excess
-if level > limit then
+-- a lowered limit drops the excess (and a remainder at the limit: never more than limit tokens)
+if level >= limit then
   level = limit
   rem = 0
 end
@@ -91,17 +91,23 @@ local function tokens_of(member)
   return tonumber(string.match(member, '#(%d+)$')) or 0
 end
 
-if capped and writes then
-  -- leases that ran out: their tokens come back (a release that comes later changes nothing)
+if capped then
+  -- leases that ran out: their tokens come back (a release that comes later changes nothing); a peek
+  -- counts them without writing
   local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now)
   if #expired > 0 then
     for _, member in ipairs(expired) do
       inflight = inflight - tokens_of(member)
     end
-    redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+    if writes then
+      redis.call('ZREMRANGEBYSCORE', leases, '-inf', now)
+    end
     inflight = math.max(inflight, 0)
     woken = true
   end
+end
+
+if capped and writes then
   -- waiters that gave up without saying so (their instance died) leave the head of the queue
   while true do
     local head = redis.call('ZRANGE', queue, 0, 0)[1]
@@ -157,7 +163,11 @@ if mode == 'acquire' then
     end
   end
 elseif mode == 'refund' then
-  level = math.min(limit, level + n)
+  level = level + n
+  if level >= limit then
+    level = limit
+    rem = 0
+  end
   if capped and redis.call('ZREM', leases, id) == 1 then
     inflight = math.max(0, inflight - tokens_of(id))
     woken = true
@@ -180,7 +190,7 @@ elseif mode == 'retune' then
     rem = 0
   end
   A, B, limit = a2, b2, limit2
-  if level > limit then
+  if level >= limit then
     level = limit
     rem = 0
   end
