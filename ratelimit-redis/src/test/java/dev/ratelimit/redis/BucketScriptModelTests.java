@@ -1,0 +1,788 @@
+package dev.ratelimit.redis;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UncheckedIOException;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+
+import io.lettuce.core.RedisClient;
+import io.lettuce.core.RedisFuture;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The arithmetic of {@code bucket.lua}, checked step by step against an exact reference written here,
+ * on a real Redis and a fake clock.
+ *
+ * <p>The script's only clock is {@code redis.call('TIME')}. The tests run a copy of it in which the two
+ * lines that read {@code TIME} and compute {@code now} are replaced by {@code local now =
+ * tonumber(ARGV[15])} (the position after the documented arguments); every other line is the script
+ * as shipped, and the tests check that exactly this replacement was made, so that they break when the
+ * script changes shape.
+ *
+ * <p>Each sequence, on a key of its own ({@code model:{<seed>}}), draws a bucket (rate as {@code A}
+ * tokens per {@code B} microseconds, limit, uncapped or capped with a lease) and then a random run of
+ * time moves (none, 1 us, fractions of a token's interval, whole intervals, hours, and now and then
+ * backwards), calls in every mode ({@code acquire}, {@code refund} with and without a lease,
+ * {@code charge}, {@code release}, {@code leave}, {@code sync}, {@code peek}, {@code retune}) and
+ * restarts with another configuration. After every call it compares the whole reply and the stored
+ * state (the hash's fields, the retune, the leases and the queue with their scores, and the keys' time
+ * to live within a second) with {@link Model}, which keeps the bucket as a content of
+ * {@code level + remainder / B} tokens in {@link BigInteger}s: replenished at {@code A} units of
+ * {@code 1/B} per microsecond up to the limit, never above the limit, waits rounded up to whole
+ * microseconds, a refusal changes nothing, leases give their tokens back when they run out, and a
+ * clock that steps back credits nothing.
+ *
+ * <p>A failure prints the seed and the trace of the sequence. Replay one sequence with
+ * {@code -Dmodel.seed=<seed>}; {@code -Dmodel.sequences=<count>} sets how many sequences a run draws
+ * (default 3000) and {@code -Dmodel.start=<seed>} where they start (default: random). The last tests
+ * break the copy of the script on purpose and check that the model notices.
+ */
+class BucketScriptModelTests {
+
+	@RegisterExtension
+	static final EmbeddedRedis redis = new EmbeddedRedis();
+
+	private static final String RESOURCE = "dev/ratelimit/redis/bucket.lua";
+
+	/** The two lines of the script that read Redis's clock. */
+	private static final String CLOCK = "local clock = redis.call('TIME')\n"
+			+ "local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])\n";
+
+	/** What the test copy reads instead: the time the test gives, after the documented arguments. */
+	private static final String FAKE_CLOCK = "local now = tonumber(ARGV[15])\n";
+
+	/** Everything the script writes, in one round trip, read after each call. */
+	private static final String DUMP = "return {redis.call('HGETALL', KEYS[1]), redis.call('HGETALL', KEYS[2]),"
+			+ " redis.call('ZRANGE', KEYS[3], 0, -1, 'WITHSCORES'), redis.call('ZRANGE', KEYS[4], 0, -1, 'WITHSCORES'),"
+			+ " redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[3]), redis.call('PTTL', KEYS[4])}";
+
+	/** How far a key's time to live (real milliseconds) may have run down since the script set it. */
+	private static final long TTL_SLACK_MS = 1000;
+
+	private static final long MAX_EXACT = 1L << 50;
+
+	private static final long HOUR = 3_600_000_000L;
+
+	private static RedisClient client;
+
+	private static StatefulRedisConnection<String, String> connection;
+
+	private static String dumpSha;
+
+	@BeforeAll
+	static void connect() {
+		client = RedisClient.create("redis://127.0.0.1:" + redis.port());
+		connection = client.connect();
+		dumpSha = connection.sync().scriptLoad(DUMP);
+	}
+
+	@AfterAll
+	static void disconnect() {
+		connection.close();
+		client.shutdown();
+	}
+
+	@Test
+	void theTestCopyDiffersFromTheScriptOnlyInItsClock() {
+		String source = source();
+		assertThat(source).isEqualTo(BucketScript.SOURCE);
+		String copy = testCopy(source);
+		List<String> lines = new ArrayList<>(source.lines().toList());
+		int at = lines.indexOf(CLOCK.lines().findFirst().orElseThrow());
+		assertThat(at).isPositive();
+		assertThat(lines.subList(at, at + 2)).isEqualTo(CLOCK.lines().toList());
+		lines.subList(at, at + 2).clear();
+		lines.add(at, FAKE_CLOCK.strip());
+		assertThat(copy.lines().toList()).isEqualTo(lines);
+		assertThat(copy).doesNotContain("redis.call('TIME')");
+		assertThat(copy.split("ARGV\\[15\\]", -1)).hasSize(2);
+		assertThat(source.split("redis.call\\('TIME'\\)", -1)).hasSize(2);
+		assertThat(source).doesNotContain("ARGV[15]");
+	}
+
+	@Test
+	void everyReplyAndTheStoredStateFollowTheReference() {
+		String sha = load(testCopy(source()));
+		Long replay = Long.getLong("model.seed");
+		if (replay != null) {
+			runSequence(sha, replay, true);
+			return;
+		}
+		int sequences = Integer.getInteger("model.sequences", 3000);
+		long start = Long.getLong("model.start", new Random().nextLong());
+		long began = System.nanoTime();
+		long steps = 0;
+		for (int i = 0; i < sequences; i++) {
+			steps += runSequence(sha, start + i, false);
+		}
+		System.out.printf("BucketScriptModelTests: %d sequences (seeds %d..%d), %d calls, %d ms%n", sequences, start,
+				start + sequences - 1, steps, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began));
+	}
+
+	/**
+	 * The model notices a script broken on purpose: each row replaces one piece of the test copy.
+	 */
+	@ParameterizedTest(name = "{0}")
+	@CsvSource(delimiter = '|', textBlock = """
+			replenish rounds up             | local add = math.floor(units / B)             | local add = math.ceil(units / B)
+			wait rounds down                | wait = math.ceil(((0 - level) * B - rem) / A) | wait = math.floor(((0 - level) * B - rem) / A)
+			refund over the limit           | level = math.min(limit, level + n)            | level = level + n
+			refusal at the max-wait         | if wait > maxwait then                        | if wait >= maxwait then
+			clock back stalls               | elseif elapsed < 0 then                       | elseif false then
+			remainder kept in other units   | elseif tonumber(state[5]) ~= B then           | elseif false then
+			retune keeps the remainder      | if b2 ~= B then                               | if false then
+			full at one interval too soon   | elseif elapsed >= math.ceil(need / A) then    | elseif elapsed >= math.floor(need / A) then
+			lease without the wait          | redis.call('ZADD', leases, now + wait + lease, id) | redis.call('ZADD', leases, now + lease, id)
+			lease runs out a microsecond late | redis.call('ZRANGEBYSCORE', leases, '-inf', now) | redis.call('ZRANGEBYSCORE', leases, '-inf', now - 1)
+			waiter kept past its deadline   | if deadline and deadline >= now then          | if deadline and deadline >= now - 1 then
+			queue jumped                    | if capped and ((head and head ~= id) or inflight + n > limit) then | if capped and (inflight + n > limit) then
+			charge forgotten                | never in flight\n  level = level - n         | never in flight\n  level = level
+			""")
+	void theModelCatchesABrokenScript(String name, String from, String to) {
+		String copy = testCopy(source());
+		String target = from.replace("\\n", "\n");
+		String replacement = to.replace("\\n", "\n");
+		assertThat(copy.split(java.util.regex.Pattern.quote(target), -1)).as("occurrences of " + target).hasSize(2);
+		String sha = load(copy.replace(target, replacement));
+		long start = new Random().nextLong();
+		assertThatThrownBy(() -> {
+			for (int i = 0; i < 3000; i++) {
+				runSequence(sha, start + i, false);
+			}
+		}).isInstanceOf(AssertionError.class).hasMessageContaining("-Dmodel.seed=");
+	}
+
+	// ---- the sequences
+
+	/** Runs one sequence; returns its number of calls. */
+	private static int runSequence(String sha, long seed, boolean verbose) {
+		Random random = new Random(seed);
+		List<String> trace = new ArrayList<>();
+		String key = "model:{" + seed + "}";
+		String[] keys = { key, key + ":retuned", key + ":leases", key + ":queue" };
+		boolean capped = random.nextBoolean();
+		long[] rate = rate(random);
+		long limit = limit(random, rate[1]);
+		long lease = 1 + (long) (random.nextDouble() * 4 * interval(rate));
+		Model model = new Model(rate[0], rate[1], limit, capped, lease);
+		long now = 1_700_000_000_000_000L + random.nextInt(1_000_000_000);
+		trace.add("bucket A=" + rate[0] + " B=" + rate[1] + " limit=" + limit + (capped ? " capped lease=" + lease : "")
+				+ " key=" + key);
+		int steps = 20 + random.nextInt(60);
+		int calls = 0;
+		int claims = 0;
+		List<String> claimed = new ArrayList<>();
+		try {
+			for (int step = 0; step < steps; step++) {
+				long move = move(random, model.interval());
+				if (move != 0) {
+					now += move;
+					trace.add("time " + (move > 0 ? "+" : "") + move + " us");
+				}
+				if (random.nextInt(40) == 0) {
+					long[] next = random.nextBoolean() ? model.original : rate(random);
+					long nextLimit = random.nextBoolean() && next == model.original ? model.original[2]
+							: limit(random, next[1]);
+					model.restart(next[0], next[1], nextLimit);
+					trace.add("restart with A=" + next[0] + " B=" + next[1] + " limit=" + nextLimit);
+				}
+				Call call = call(random, model, claims, claimed);
+				if (call.mode.equals("acquire") && !call.id.isEmpty() && !model.queue.containsKey(call.id)) {
+					claims++;
+					claimed.add(call.id);
+				}
+				long[] expected = model.step(call, now);
+				List<Object> reply = eval(sha, keys, model, call, now);
+				calls++;
+				trace.add(call + " -> " + reply);
+				long[] actual = new long[reply.size()];
+				for (int i = 0; i < actual.length; i++) {
+					actual[i] = (Long) reply.get(i);
+				}
+				assertThat(actual).as("reply, expected " + java.util.Arrays.toString(expected)).isEqualTo(expected);
+				check(model, dump(keys), trace);
+			}
+			if (verbose) {
+				System.out.println("seed " + seed + "\n" + String.join("\n", trace));
+			}
+			return calls;
+		}
+		catch (AssertionError | RuntimeException ex) {
+			throw new AssertionError("Model sequence failed, seed " + seed + " (replay with -Dmodel.seed=" + seed
+					+ "):\n  " + String.join("\n  ", trace) + "\n" + ex.getMessage(), ex);
+		}
+	}
+
+	/** A rate as A tokens per B microseconds, reduced, with limit * B and n * B well below 2^50. */
+	private static long[] rate(Random random) {
+		long a;
+		long b;
+		switch (random.nextInt(6)) {
+			case 0 -> { // 1 per second and the like
+				a = 1 + random.nextInt(5);
+				b = 1_000_000L * (1 + random.nextInt(3));
+			}
+			case 1 -> { // fast: 500 per second is 1 per 2000 us
+				a = 1;
+				b = 1 + random.nextInt(5000);
+			}
+			case 2 -> { // faster than a token per microsecond
+				a = 1 + random.nextInt(1000);
+				b = 1 + random.nextInt(7);
+			}
+			case 3 -> { // slow: a token per minutes
+				a = 1;
+				b = 60_000_000L * (1 + random.nextInt(30));
+			}
+			case 4 -> { // odd primes
+				a = 7;
+				b = 999_983;
+			}
+			default -> {
+				a = 1 + random.nextInt(100);
+				b = 1 + random.nextInt(2_000_000);
+			}
+		}
+		long gcd = BigInteger.valueOf(a).gcd(BigInteger.valueOf(b)).longValueExact();
+		return new long[] { a / gcd, b / gcd };
+	}
+
+	private static long limit(Random random, long b) {
+		long limit = switch (random.nextInt(4)) {
+			case 0 -> 1;
+			case 1 -> 1 + random.nextInt(5);
+			case 2 -> 1 + random.nextInt(50);
+			default -> 1 + random.nextInt(100_000);
+		};
+		return Math.max(1, Math.min(limit, (1L << 36) / b));
+	}
+
+	/** Microseconds per token, at least 1. */
+	private static long interval(long[] rate) {
+		return Math.max(1, ceilDiv(rate[1], rate[0]));
+	}
+
+	/** {@code x / y} rounded up, for {@code y > 0}. */
+	static long ceilDiv(long x, long y) {
+		return -Math.floorDiv(-x, y);
+	}
+
+	private static long move(Random random, long interval) {
+		return switch (random.nextInt(20)) {
+			case 0, 1, 2, 3, 4, 5 -> 0;
+			case 6, 7 -> 1;
+			case 8, 9, 10 -> (long) (random.nextDouble() * interval);
+			case 11, 12 -> interval * (1 + random.nextInt(3));
+			case 13, 14 -> (long) (random.nextDouble() * interval * 10);
+			case 15 -> random.nextBoolean() ? interval - 1 : interval + 1;
+			case 16 -> HOUR * (1 + random.nextInt(3));
+			case 17 -> -(1 + (long) (random.nextDouble() * interval * 3));
+			default -> random.nextInt(1000);
+		};
+	}
+
+	private static long maxwait(Random random, long interval, long a) {
+		long cap = MAX_EXACT / a - 1;
+		long wait = switch (random.nextInt(6)) {
+			case 0 -> 0;
+			case 1 -> (long) (random.nextDouble() * interval);
+			case 2 -> interval * random.nextInt(4);
+			case 3 -> interval * random.nextInt(4) - 1;
+			case 4 -> (long) (random.nextDouble() * interval * 50);
+			default -> HOUR * 10;
+		};
+		return Math.max(0, Math.min(wait, cap));
+	}
+
+	private static Call call(Random random, Model model, int claims, List<String> claimed) {
+		long limit = model.limitInEffect();
+		long interval = model.interval();
+		long n = switch (random.nextInt(5)) {
+			case 0 -> 1;
+			case 1 -> random.nextInt(3);
+			case 2 -> 1 + random.nextInt((int) Math.min(limit, 1000));
+			case 3 -> limit + random.nextInt(2);
+			default -> 1 + random.nextInt(5);
+		};
+		long maxwait = maxwait(random, interval, model.aInEffect());
+		int pick = random.nextInt(100);
+		if (pick < 40) {
+			if (!model.capped) {
+				return new Call("acquire", n, maxwait, "", null);
+			}
+			if (!model.queue.isEmpty() && random.nextInt(3) == 0) {
+				List<String> queued = new ArrayList<>(model.queue.keySet());
+				String id = queued.get(random.nextInt(queued.size()));
+				return new Call("acquire", Model.tokensOf(id), maxwait, id, null);
+			}
+			return new Call("acquire", n, maxwait, "c" + claims + "#" + n, null);
+		}
+		String some = claimed.isEmpty() ? "" : claimed.get(random.nextInt(claimed.size()));
+		if (pick < 52) {
+			String id = model.capped && random.nextBoolean() ? some : "";
+			long tokens = !id.isEmpty() && random.nextBoolean() ? Model.tokensOf(id) : n;
+			return new Call("refund", tokens, 0, id, null);
+		}
+		if (pick < 60) {
+			return new Call("charge", n, 0, "", null);
+		}
+		if (pick < 70) {
+			return new Call("release", 0, 0, some, null);
+		}
+		if (pick < 75) {
+			return new Call("leave", 0, 0, some, null);
+		}
+		if (pick < 82) {
+			return new Call("sync", 0, 0, "", null);
+		}
+		if (pick < 92) {
+			return new Call("peek", 0, 0, "", null);
+		}
+		long[] next = random.nextInt(3) == 0 ? new long[] { model.aInEffect(), model.bInEffect() } : rate(random);
+		long nextLimit = random.nextInt(3) == 0 ? limit : limit(random, next[1]);
+		long tokens = 1 + random.nextInt(1000);
+		return new Call("retune", 0, 0, "", new long[] { next[0], next[1], nextLimit, tokens, 1000L * next[1] });
+	}
+
+	// ---- Redis
+
+	private static String source() {
+		try (InputStream in = BucketScriptModelTests.class.getClassLoader().getResourceAsStream(RESOURCE)) {
+			assertThat(in).as(RESOURCE + " on the class path").isNotNull();
+			return new String(in.readAllBytes(), StandardCharsets.UTF_8);
+		}
+		catch (IOException ex) {
+			throw new UncheckedIOException(ex);
+		}
+	}
+
+	/** The script with its clock replaced by the test's: fails unless the clock is read exactly once, as expected. */
+	static String testCopy(String source) {
+		assertThat(source.split(java.util.regex.Pattern.quote(CLOCK), -1)).as("the clock lines of " + RESOURCE)
+			.hasSize(2);
+		return source.replace(CLOCK, FAKE_CLOCK);
+	}
+
+	private static String load(String script) {
+		return connection.sync().scriptLoad(script);
+	}
+
+	private static List<Object> eval(String sha, String[] keys, Model model, Call call, long now) {
+		long[] retune = (call.retune != null) ? call.retune : null;
+		String[] args = { Long.toString(model.configured[0]), Long.toString(model.configured[1]),
+				Long.toString(model.configured[2]), Long.toString(call.n), Long.toString(call.maxwait),
+				model.capped ? "1" : "0", call.mode, call.id, Long.toString(model.lease),
+				retune == null ? "" : Long.toString(retune[0]), retune == null ? "" : Long.toString(retune[1]),
+				retune == null ? "" : Long.toString(retune[2]), retune == null ? "" : Long.toString(retune[3]),
+				retune == null ? "" : Long.toString(retune[4]), Long.toString(now) };
+		return await(connection.async().evalsha(sha, ScriptOutputType.MULTI, keys, args));
+	}
+
+	private static List<Object> dump(String[] keys) {
+		RedisAsyncCommands<String, String> async = connection.async();
+		return await(async.evalsha(dumpSha, ScriptOutputType.MULTI, keys));
+	}
+
+	private static <T> T await(RedisFuture<T> future) {
+		try {
+			return future.get(5, TimeUnit.SECONDS);
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			throw new IllegalStateException(ex);
+		}
+		catch (ExecutionException | TimeoutException ex) {
+			throw new IllegalStateException(ex);
+		}
+	}
+
+	@SuppressWarnings("unchecked")
+	private static void check(Model model, List<Object> dump, List<String> trace) {
+		Map<String, String> hash = pairs((List<Object>) dump.get(0));
+		Map<String, String> tune = pairs((List<Object>) dump.get(1));
+		List<Object> leases = (List<Object>) dump.get(2);
+		List<Object> queue = (List<Object>) dump.get(3);
+		Map<String, Long> fields = new TreeMap<>();
+		hash.forEach((field, value) -> fields.put(field, Long.parseLong(value)));
+		assertThat(fields).as("fields of the hash").isEqualTo(model.fields());
+		assertThat(tune).as("the retune").isEqualTo(model.retuneFields());
+		Map<String, Long> leaseScores = new HashMap<>();
+		for (int i = 0; i < leases.size(); i += 2) {
+			leaseScores.put((String) leases.get(i), Long.parseLong((String) leases.get(i + 1)));
+		}
+		assertThat(leaseScores).as("the leases").isEqualTo(model.leases);
+		List<String> queued = new ArrayList<>();
+		for (int i = 0; i < queue.size(); i += 2) {
+			queued.add(queue.get(i) + "=" + Long.parseLong((String) queue.get(i + 1)));
+		}
+		List<String> expectedQueue = new ArrayList<>();
+		model.queue.forEach((id, entry) -> expectedQueue.add(id + "=" + entry[0]));
+		assertThat(queued).as("the queue in order").isEqualTo(expectedQueue);
+		if (model.exists) {
+			assertThat((Long) dump.get(4)).as("time to live of the hash (ms)")
+				.isBetween(model.ttlLow - TTL_SLACK_MS, model.ttlHigh);
+		}
+		if (!model.leases.isEmpty()) {
+			assertThat((Long) dump.get(5)).as("time to live of the leases (ms)")
+				.isBetween(model.ttlLow - TTL_SLACK_MS, model.ttlHigh);
+		}
+		if (!model.queue.isEmpty()) {
+			assertThat((Long) dump.get(6)).as("time to live of the queue (ms)")
+				.isBetween(model.ttlLow - TTL_SLACK_MS, model.ttlHigh);
+		}
+	}
+
+	private static Map<String, String> pairs(List<Object> flat) {
+		Map<String, String> map = new TreeMap<>();
+		for (int i = 0; i < flat.size(); i += 2) {
+			map.put((String) flat.get(i), (String) flat.get(i + 1));
+		}
+		return map;
+	}
+
+	// ---- the reference
+
+	/** One call: the mode and its arguments ({@code retune}: A2, B2, limit2, tokens, period). */
+	record Call(String mode, long n, long maxwait, String id, long[] retune) {
+
+		@Override
+		public String toString() {
+			StringBuilder text = new StringBuilder(this.mode);
+			if (this.mode.equals("acquire") || this.mode.equals("refund") || this.mode.equals("charge")) {
+				text.append(" n=").append(this.n);
+			}
+			if (this.mode.equals("acquire")) {
+				text.append(" maxwait=").append(this.maxwait);
+			}
+			if (!this.id.isEmpty()) {
+				text.append(" id=").append(this.id);
+			}
+			if (this.retune != null) {
+				text.append(" A=").append(this.retune[0]).append(" B=").append(this.retune[1]).append(" limit=")
+					.append(this.retune[2]);
+			}
+			return text.toString();
+		}
+	}
+
+	/**
+	 * The bucket as the README describes it, computed exactly: the content is {@code level + rem / B}
+	 * tokens, kept here as a number of units of {@code 1/B}.
+	 */
+	static final class Model {
+
+		final long[] original;
+
+		final long[] configured;
+
+		final boolean capped;
+
+		final long lease;
+
+		/** K:retuned: a, b, limit, tokens, period, and the configuration it was made for. */
+		long[] tune;
+
+		String tuneCfg;
+
+		boolean exists;
+
+		long level;
+
+		long last;
+
+		long rem;
+
+		long u;
+
+		long inflight;
+
+		long arrivals;
+
+		final Map<String, Long> leases = new HashMap<>();
+
+		/** Queued waiters in arrival order: id to {arrival, deadline}. */
+		final LinkedHashMap<String, long[]> queue = new LinkedHashMap<>();
+
+		long ttlLow;
+
+		long ttlHigh;
+
+		Model(long a, long b, long limit, boolean capped, long lease) {
+			this.original = new long[] { a, b, limit };
+			this.configured = this.original.clone();
+			this.capped = capped;
+			this.lease = lease;
+		}
+
+		void restart(long a, long b, long limit) {
+			this.configured[0] = a;
+			this.configured[1] = b;
+			this.configured[2] = limit;
+		}
+
+		private boolean tuned() {
+			return this.tune != null && this.tuneCfg.equals(cfg());
+		}
+
+		private String cfg() {
+			return this.configured[0] + ":" + this.configured[1] + ":" + this.configured[2];
+		}
+
+		long aInEffect() {
+			return tuned() ? this.tune[0] : this.configured[0];
+		}
+
+		long bInEffect() {
+			return tuned() ? this.tune[1] : this.configured[1];
+		}
+
+		long limitInEffect() {
+			return tuned() ? this.tune[2] : this.configured[2];
+		}
+
+		long interval() {
+			return BucketScriptModelTests.interval(new long[] { aInEffect(), bInEffect() });
+		}
+
+		static long tokensOf(String id) {
+			int hash = id.lastIndexOf('#');
+			return hash < 0 ? 0 : Long.parseLong(id.substring(hash + 1));
+		}
+
+		/** The reply the script must give; applies the call to the model unless it is a peek. */
+		long[] step(Call call, long now) {
+			boolean writes = !call.mode.equals("peek");
+			long[] tuned = new long[5];
+			boolean dropTune = false;
+			if (this.tune != null) {
+				if (tuned()) {
+					tuned = this.tune.clone();
+				}
+				else if (writes) {
+					dropTune = true;
+				}
+			}
+			long a = aInEffect();
+			long b = bInEffect();
+			long limit = limitInEffect();
+			BigInteger bigB = BigInteger.valueOf(b);
+			BigInteger full = BigInteger.valueOf(limit).multiply(bigB);
+			BigInteger content;
+			long last;
+			long inflight;
+			if (!this.exists) {
+				content = full;
+				last = now;
+				inflight = 0;
+			}
+			else {
+				// a remainder counted in another B is dropped
+				content = BigInteger.valueOf(this.level).multiply(bigB)
+					.add(BigInteger.valueOf(this.u == b ? this.rem : 0));
+				last = this.last;
+				inflight = this.inflight;
+			}
+			// never above the limit (a lowered limit drops the excess)
+			content = content.min(full);
+			long elapsed = now - last;
+			if (elapsed > 0) {
+				content = content.add(BigInteger.valueOf(elapsed).multiply(BigInteger.valueOf(a))).min(full);
+			}
+			// a clock that stepped back: count from the new reading, credit nothing
+			last = now;
+
+			Map<String, Long> leases = writes ? this.leases : new HashMap<>(this.leases);
+			LinkedHashMap<String, long[]> queue = writes ? this.queue : new LinkedHashMap<>(this.queue);
+			long arrivals = this.arrivals;
+			if (this.capped) {
+				long gone = 0;
+				for (var it = leases.entrySet().iterator(); it.hasNext();) {
+					var lease = it.next();
+					if (lease.getValue() <= now) {
+						gone += tokensOf(lease.getKey());
+						it.remove();
+					}
+				}
+				inflight = Math.max(0, inflight - gone);
+				// waiters whose deadline passed leave the head of the queue
+				while (!queue.isEmpty()) {
+					var head = queue.entrySet().iterator().next();
+					if (head.getValue()[1] >= now) {
+						break;
+					}
+					queue.remove(head.getKey());
+				}
+			}
+
+			long code = 3;
+			long wait = 0;
+			BigInteger nUnits = BigInteger.valueOf(call.n).multiply(bigB);
+			switch (call.mode) {
+				case "acquire" -> {
+					String head = queue.isEmpty() ? null : queue.keySet().iterator().next();
+					if (this.capped && ((head != null && !head.equals(call.id)) || inflight + call.n > limit)) {
+						code = 2;
+						if (call.maxwait > 0 && !queue.containsKey(call.id)) {
+							arrivals++;
+							queue.put(call.id, new long[] { arrivals, now + call.maxwait + 1_000_000 });
+						}
+					}
+					else {
+						BigInteger after = content.subtract(nUnits);
+						wait = after.signum() >= 0 ? 0
+								: after.negate().add(BigInteger.valueOf(a - 1)).divide(BigInteger.valueOf(a))
+									.longValueExact();
+						if (wait > call.maxwait) {
+							code = 0;
+						}
+						else {
+							code = 1;
+							content = after;
+							if (this.capped) {
+								inflight += call.n;
+								leases.put(call.id, now + wait + this.lease);
+							}
+						}
+						if (this.capped) {
+							queue.remove(call.id);
+						}
+					}
+				}
+				case "refund" -> {
+					content = content.add(nUnits).min(full);
+					if (this.capped && leases.remove(call.id) != null) {
+						inflight = Math.max(0, inflight - tokensOf(call.id));
+					}
+				}
+				case "charge" -> content = content.subtract(nUnits);
+				case "release" -> {
+					if (leases.remove(call.id) != null) {
+						inflight = Math.max(0, inflight - tokensOf(call.id));
+					}
+				}
+				case "leave" -> queue.remove(call.id);
+				case "sync", "peek" -> {
+				}
+				case "retune" -> {
+					// the level stays; the remainder only while B does; never above the new limit
+					long[] next = call.retune;
+					BigInteger[] split = floorSplit(content, bigB);
+					BigInteger kept = (next[1] == b) ? split[1] : BigInteger.ZERO;
+					a = next[0];
+					b = next[1];
+					limit = next[2];
+					bigB = BigInteger.valueOf(b);
+					full = BigInteger.valueOf(limit).multiply(bigB);
+					content = split[0].multiply(bigB).add(kept).min(full);
+					tuned = next.clone();
+					this.pendingTune = next.clone();
+				}
+				default -> throw new IllegalArgumentException(call.mode);
+			}
+			BigInteger[] split = floorSplit(content, bigB);
+			long level = split[0].longValueExact();
+			long rem = split[1].longValueExact();
+			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4] };
+			if (!writes) {
+				this.pendingTune = null;
+				return reply;
+			}
+			if (dropTune) {
+				this.tune = null;
+				this.tuneCfg = null;
+			}
+			if (this.pendingTune != null) {
+				this.tune = this.pendingTune;
+				this.tuneCfg = cfg();
+				this.pendingTune = null;
+			}
+			this.exists = true;
+			this.level = level;
+			this.last = last;
+			this.rem = rem;
+			this.u = b;
+			this.inflight = inflight;
+			this.arrivals = arrivals;
+			// the keys expire when the bucket would be full again, plus a second; leases and waiters keep them
+			long ttl = ceilDiv(Math.max(0, full.subtract(content).longValueExact()), a * 1000) + 1000;
+			long high = ttl;
+			if (this.capped) {
+				for (long deadline : leases.values()) {
+					ttl = Math.max(ttl, ceilDiv(deadline - now, 1000) + 1000);
+				}
+				high = ttl;
+				if (!queue.isEmpty()) {
+					ttl = Math.max(ttl, ceilDiv(call.maxwait, 1000) + 2000);
+					high = Math.max(ttl, this.ttlHigh);
+				}
+			}
+			this.ttlLow = ttl;
+			this.ttlHigh = high;
+			return reply;
+		}
+
+		private long[] pendingTune;
+
+		private static BigInteger[] floorSplit(BigInteger content, BigInteger b) {
+			BigInteger[] qr = content.divideAndRemainder(b);
+			if (qr[1].signum() < 0) {
+				qr[0] = qr[0].subtract(BigInteger.ONE);
+				qr[1] = qr[1].add(b);
+			}
+			return qr;
+		}
+
+		/** The hash's fields as they must be stored. */
+		Map<String, Long> fields() {
+			Map<String, Long> fields = new TreeMap<>();
+			if (!this.exists) {
+				return fields;
+			}
+			fields.put("l", this.level);
+			fields.put("t", this.last);
+			fields.put("r", this.rem);
+			fields.put("u", this.u);
+			fields.put("f", this.inflight);
+			if (this.arrivals > 0) {
+				fields.put("q", this.arrivals);
+			}
+			this.queue.forEach((id, entry) -> fields.put("d:" + id, entry[1]));
+			return fields;
+		}
+
+		Map<String, String> retuneFields() {
+			Map<String, String> fields = new TreeMap<>();
+			if (this.tune != null) {
+				fields.put("a", Long.toString(this.tune[0]));
+				fields.put("b", Long.toString(this.tune[1]));
+				fields.put("limit", Long.toString(this.tune[2]));
+				fields.put("tokens", Long.toString(this.tune[3]));
+				fields.put("period", Long.toString(this.tune[4]));
+				fields.put("cfg", this.tuneCfg);
+			}
+			return fields;
+		}
+	}
+}
