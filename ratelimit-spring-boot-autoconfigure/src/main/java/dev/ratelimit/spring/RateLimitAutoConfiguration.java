@@ -32,6 +32,7 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
 import org.springframework.web.filter.reactive.ServerWebExchangeContextFilter;
@@ -143,13 +144,12 @@ public final class RateLimitAutoConfiguration {
 	}
 
 	/**
-	 * Web rules in a Spring MVC application: a servlet filter, registered only when rules exist.
+	 * The web rules, checked at start-up, for whichever kind of web application this is.
 	 */
 	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
-	@ConditionalOnClass(name = { "jakarta.servlet.Filter", "org.springframework.web.filter.OncePerRequestFilter",
-			"org.springframework.web.util.pattern.PathPattern" })
-	static class ServletRulesConfiguration {
+	@ConditionalOnWebApplication
+	@ConditionalOnClass(name = "org.springframework.web.util.pattern.PathPattern")
+	static class WebRulesConfiguration {
 
 		@Bean
 		@ConditionalOnMissingBean
@@ -157,6 +157,17 @@ public final class RateLimitAutoConfiguration {
 				ObjectProvider<RateLimiterRegistry> registry) {
 			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
 		}
+	}
+
+	/**
+	 * Web rules in a Spring MVC application: a servlet filter, registered only when rules exist.
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@Import(WebRulesConfiguration.class)
+	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
+	@ConditionalOnClass(name = { "jakarta.servlet.Filter", "org.springframework.web.filter.OncePerRequestFilter",
+			"org.springframework.web.util.pattern.PathPattern" })
+	static class ServletRulesConfiguration {
 
 		@Bean
 		FilterRegistrationBean<RateLimitFilter> rateLimitFilter(WebRules rules, RateLimitProperties properties,
@@ -181,16 +192,10 @@ public final class RateLimitAutoConfiguration {
 	 * Web rules in a WebFlux application: a {@code WebFilter}, made only when rules exist.
 	 */
 	@Configuration(proxyBeanMethods = false)
+	@Import(WebRulesConfiguration.class)
 	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
 	@ConditionalOnClass(name = { "org.springframework.web.server.WebFilter", "reactor.core.publisher.Mono" })
 	static class ReactiveRulesConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		WebRules rateLimitWebRules(RateLimitProperties properties, BucketDefinitions definitions,
-				ObjectProvider<RateLimiterRegistry> registry) {
-			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
-		}
 
 		/** The exchange in the Reactor context, where annotated controller methods find their response. */
 		@Bean

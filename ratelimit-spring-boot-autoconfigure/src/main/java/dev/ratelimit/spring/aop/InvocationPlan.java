@@ -115,20 +115,7 @@ final class InvocationPlan {
 	 */
 	Permit acquire(long[] tokens, @Nullable Object[] keys) throws InterruptedException {
 		Limit one = this.single;
-		if (one != null) {
-			if (one.stats.isShadow()) {
-				Permit permit = one.shadow(tokens[0], keys[0], null, 0);
-				return (permit != null) ? permit : Permit.noop();
-			}
-			return one.acquire(tokens[0], keys[0]);
-		}
-		if (this.optimistic) {
-			Permit permit = takeAtOnce(tokens, keys);
-			if (permit != null) {
-				return permit;
-			}
-		}
-		return claim(tokens, keys).await();
+		return (one != null) ? acquireOne(one, tokens[0], keys[0]) : acquireAll(tokens, keys);
 	}
 
 	/**
@@ -136,10 +123,7 @@ final class InvocationPlan {
 	 */
 	Reservation reserve(long[] tokens, @Nullable Object[] keys) {
 		Limit one = this.single;
-		if (one != null && !one.stats.isShadow()) {
-			return one.reserve(tokens[0], keys[0]);
-		}
-		return claim(tokens, keys);
+		return (one != null) ? reserveOne(one, tokens[0], keys[0]) : claim(tokens, keys);
 	}
 
 	static InvocationPlan of(List<RateLimited> annotations, Method method, Class<?> targetClass,
@@ -180,18 +164,26 @@ final class InvocationPlan {
 	Permit acquire(MethodInvocation invocation) throws InterruptedException {
 		Limit one = this.single;
 		if (one != null) {
-			long tokens = one.cost.evaluate(invocation);
-			Object key = one.key(invocation);
-			if (one.stats.isShadow()) {
-				Permit permit = one.shadow(tokens, key, null, 0);
-				return (permit != null) ? permit : Permit.noop();
-			}
-			return one.acquire(tokens, key);
+			return acquireOne(one, one.cost.evaluate(invocation), one.key(invocation));
 		}
 		int count = this.limits.length;
 		long[] tokens = new long[count];
 		Object[] keys = new Object[count];
 		evaluate(invocation, tokens, keys);
+		return acquireAll(tokens, keys);
+	}
+
+	/** The single-bucket path: the limiter's own acquire, or the shadow decision. */
+	private static Permit acquireOne(Limit one, long tokens, @Nullable Object key) throws InterruptedException {
+		if (one.stats.isShadow()) {
+			Permit permit = one.shadow(tokens, key, null, 0);
+			return (permit != null) ? permit : Permit.noop();
+		}
+		return one.acquire(tokens, key);
+	}
+
+	/** The general path: the first try when it may succeed, else claim from every bucket and wait. */
+	private Permit acquireAll(long[] tokens, @Nullable Object[] keys) throws InterruptedException {
 		if (this.optimistic) {
 			Permit permit = takeAtOnce(tokens, keys);
 			if (permit != null) {
@@ -301,14 +293,22 @@ final class InvocationPlan {
 	 */
 	Reservation reserve(MethodInvocation invocation) {
 		Limit one = this.single;
-		if (one != null && !one.stats.isShadow()) {
-			return one.reserve(one.cost.evaluate(invocation), one.key(invocation));
+		if (one != null) {
+			return reserveOne(one, one.cost.evaluate(invocation), one.key(invocation));
 		}
 		int count = this.limits.length;
 		long[] tokens = new long[count];
 		Object[] keys = new Object[count];
 		evaluate(invocation, tokens, keys);
 		return claim(tokens, keys);
+	}
+
+	/** The single-bucket claim: the limiter's own, or (shadow mode) a call decided at once. */
+	private Reservation reserveOne(Limit one, long tokens, @Nullable Object key) {
+		if (one.stats.isShadow()) {
+			return claim(new long[] { tokens }, new Object[] { key });
+		}
+		return one.reserve(tokens, key);
 	}
 
 	/**

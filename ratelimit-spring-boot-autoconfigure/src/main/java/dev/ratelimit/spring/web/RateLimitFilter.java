@@ -86,7 +86,7 @@ public class RateLimitFilter extends OncePerRequestFilter {
 		boolean releasedLater = false;
 		try {
 			if (this.headers == WebHeaders.IETF) {
-				RateLimitHeaders.Level level = closest(limits, keys);
+				RateLimitHeaders.Level level = RateLimitHeaders.closest(limits, keys);
 				response.setHeader(RateLimitHeaders.POLICY, level.policy());
 				response.setHeader(RateLimitHeaders.LIMIT, level.limit());
 			}
@@ -108,31 +108,11 @@ public class RateLimitFilter extends OncePerRequestFilter {
 				|| path.startsWith(this.actuatorPath + "/"));
 	}
 
-	/** The bucket closest to refusing, after the request took its tokens. */
-	static RateLimitHeaders.Level closest(RequestLimits limits, @Nullable Object[] keys) {
-		RateLimitHeaders.Level closest = null;
-		for (int i = 0; i < limits.size(); i++) {
-			closest = RateLimitHeaders.closer(closest, RateLimitHeaders.level(limits.bucket(i), limits.snapshot(i, keys[i])));
-		}
-		return closest;
-	}
-
-	/** The refusing bucket's level, for the 429's fields. */
-	static RateLimitHeaders.@Nullable Level refusing(RequestLimits limits, @Nullable Object[] keys,
-			RateLimitExceededException ex) {
-		for (int i = 0; i < limits.size(); i++) {
-			if (limits.bucket(i).equals(ex.getBucket())) {
-				return RateLimitHeaders.level(limits.bucket(i), limits.snapshot(i, keys[i]));
-			}
-		}
-		return null;
-	}
-
 	private void refuse(HttpServletRequest request, HttpServletResponse response, RateLimitExceededException ex,
 			RequestLimits limits, @Nullable Object[] keys) throws IOException {
 		response.setStatus(429);
 		boolean ietf = this.headers == WebHeaders.IETF;
-		TooManyRequests.headers(response::setHeader, ex, this.headers, ietf ? refusing(limits, keys, ex) : null);
+		TooManyRequests.headers(response::setHeader, ex, this.headers, ietf ? RateLimitHeaders.refusing(limits, keys, ex) : null);
 		response.setContentType(TooManyRequests.PROBLEM_JSON);
 		byte[] body = TooManyRequests.json(ex, request.getRequestURI(), this.exposeKey, ietf)
 			.getBytes(StandardCharsets.UTF_8);

@@ -3,7 +3,9 @@ package dev.ratelimit.spring.web;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 
+import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.aop.RequestLimits;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -91,13 +93,62 @@ public final class RateLimitHeaders {
 	 * @param value the field's value, or {@code null}
 	 * @return its level (remaining and reset only), or {@code null} when there is none
 	 */
-	static @Nullable Level parse(@Nullable String value) {
+	private static @Nullable Level parse(@Nullable String value) {
 		if (value == null) {
 			return null;
 		}
 		java.util.regex.Matcher matcher = REMAINING.matcher(value);
 		return matcher.find() ? new Level("", 0, 0, Long.parseLong(matcher.group(1)), Long.parseLong(matcher.group(2)))
 				: null;
+	}
+
+	/**
+	 * The bucket closest to refusing of a request's rules, after it took its tokens.
+	 *
+	 * @param limits the rules' buckets
+	 * @param keys each bucket's key
+	 * @return its level
+	 */
+	static Level closest(RequestLimits limits, @Nullable Object[] keys) {
+		Level closest = null;
+		for (int i = 0; i < limits.size(); i++) {
+			closest = closer(closest, level(limits.bucket(i), limits.snapshot(i, keys[i])));
+		}
+		return closest;
+	}
+
+	/**
+	 * The refusing bucket's level, for a 429's fields.
+	 *
+	 * @param limits the rules' buckets
+	 * @param keys each bucket's key
+	 * @param refusal the refusal, naming the bucket
+	 * @return its level, or {@code null} when it is none of them
+	 */
+	static @Nullable Level refusing(RequestLimits limits, @Nullable Object[] keys, RateLimitExceededException refusal) {
+		for (int i = 0; i < limits.size(); i++) {
+			if (limits.bucket(i).equals(refusal.getBucket())) {
+				return level(limits.bucket(i), limits.snapshot(i, keys[i]));
+			}
+		}
+		return null;
+	}
+
+	/**
+	 * What an annotated controller method's response gets: the level of the closest of its buckets,
+	 * unless the response already carries one (a web rule's) closer still.
+	 *
+	 * @param buckets the buckets' names
+	 * @param levels their states
+	 * @param present the {@code RateLimit} value already on the response, or {@code null}
+	 * @return the level to send, or {@code null} to leave the response as it is
+	 */
+	static @Nullable Level toSend(String[] buckets, RateLimiterSnapshot[] levels, @Nullable String present) {
+		Level closest = null;
+		for (int i = 0; i < buckets.length; i++) {
+			closest = closer(closest, level(buckets[i], levels[i]));
+		}
+		return closest.closerThan(parse(present)) ? closest : null;
 	}
 
 	/**

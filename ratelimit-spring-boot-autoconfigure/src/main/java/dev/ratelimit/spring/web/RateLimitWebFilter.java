@@ -90,7 +90,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 			@Nullable Object[] keys) {
 		Mono<Void> limited = Mono.usingWhen(permit(limits, keys), (permit) -> {
 			if (this.headers == WebHeaders.IETF) {
-				RateLimitHeaders.Level level = RateLimitFilter.closest(limits, keys);
+				RateLimitHeaders.Level level = RateLimitHeaders.closest(limits, keys);
 				exchange.getResponse().getHeaders().set(RateLimitHeaders.POLICY, level.policy());
 				exchange.getResponse().getHeaders().set(RateLimitHeaders.LIMIT, level.limit());
 			}
@@ -109,7 +109,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 		response.setStatusCode(HttpStatus.TOO_MANY_REQUESTS);
 		boolean ietf = this.headers == WebHeaders.IETF;
 		TooManyRequests.headers(response.getHeaders()::set, ex, this.headers,
-				ietf ? RateLimitFilter.refusing(limits, keys, ex) : null);
+				ietf ? RateLimitHeaders.refusing(limits, keys, ex) : null);
 		response.getHeaders().set("Content-Type", TooManyRequests.PROBLEM_JSON);
 		byte[] body = TooManyRequests.json(ex, exchange.getRequest().getPath().value(), this.exposeKey, ietf)
 			.getBytes(StandardCharsets.UTF_8);

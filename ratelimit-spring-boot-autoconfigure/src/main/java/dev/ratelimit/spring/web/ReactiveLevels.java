@@ -31,14 +31,12 @@ public final class ReactiveLevels implements GrantObserver {
 		if (response.isCommitted()) {
 			return;
 		}
-		RateLimitHeaders.Level closest = null;
-		for (int i = 0; i < buckets.length; i++) {
-			closest = RateLimitHeaders.closer(closest, RateLimitHeaders.level(buckets[i], levels[i]));
-		}
-		if (!closest.closerThan(RateLimitHeaders.parse(response.getHeaders().getFirst(RateLimitHeaders.LIMIT)))) {
+		RateLimitHeaders.Level level = RateLimitHeaders.toSend(buckets, levels,
+				response.getHeaders().getFirst(RateLimitHeaders.LIMIT));
+		if (level == null) {
 			return;
 		}
-		response.getHeaders().set(RateLimitHeaders.POLICY, closest.policy());
-		response.getHeaders().set(RateLimitHeaders.LIMIT, closest.limit());
+		response.getHeaders().set(RateLimitHeaders.POLICY, level.policy());
+		response.getHeaders().set(RateLimitHeaders.LIMIT, level.limit());
 	}
 }

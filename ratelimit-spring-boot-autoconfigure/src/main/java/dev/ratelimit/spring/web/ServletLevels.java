@@ -29,14 +29,12 @@ public final class ServletLevels implements GrantObserver {
 		if (response.isCommitted()) {
 			return;
 		}
-		RateLimitHeaders.Level closest = null;
-		for (int i = 0; i < buckets.length; i++) {
-			closest = RateLimitHeaders.closer(closest, RateLimitHeaders.level(buckets[i], levels[i]));
-		}
-		if (!closest.closerThan(RateLimitHeaders.parse(response.getHeader(RateLimitHeaders.LIMIT)))) {
+		RateLimitHeaders.Level level = RateLimitHeaders.toSend(buckets, levels,
+				response.getHeader(RateLimitHeaders.LIMIT));
+		if (level == null) {
 			return;
 		}
-		response.setHeader(RateLimitHeaders.POLICY, closest.policy());
-		response.setHeader(RateLimitHeaders.LIMIT, closest.limit());
+		response.setHeader(RateLimitHeaders.POLICY, level.policy());
+		response.setHeader(RateLimitHeaders.LIMIT, level.limit());
 	}
 }
