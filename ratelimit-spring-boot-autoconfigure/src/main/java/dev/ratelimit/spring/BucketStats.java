@@ -29,6 +29,11 @@ public final class BucketStats implements StatsRecorder {
 
 	private final LongAdder ungranted = new LongAdder();
 
+	private final LongAdder unrefused = new LongAdder();
+
+	/** The most {@link #shadowRejected()} has answered: what it never answers less than. */
+	private volatile long shownShadowRejected;
+
 	/** The most {@link #granted()} has answered: what it never answers less than. */
 	private volatile long shownGranted;
 
@@ -73,6 +78,14 @@ public final class BucketStats implements StatsRecorder {
 		this.ungranted.increment();
 	}
 
+	/**
+	 * Takes back a {@code shadow-rejected} count: a bucket in shadow mode decided for a call that an
+	 * enforcing bucket beside it then refused (its tokens were in flight), so the call was not let through.
+	 */
+	public void unrefuse() {
+		this.unrefused.increment();
+	}
+
 	@Override
 	public void recordRejected() {
 		if (!DEFERRING.get()[0]) {
@@ -115,12 +128,19 @@ public final class BucketStats implements StatsRecorder {
 	}
 
 	/**
-	 * Calls the bucket would have refused in shadow mode, which ran.
+	 * Calls the bucket would have refused in shadow mode, which ran. Never goes down (a meter reads it as
+	 * a counter), as {@link #granted()}.
 	 *
 	 * @return the count since start
 	 */
 	public long shadowRejected() {
-		return this.shadowRejected.sum();
+		long rejected = this.shadowRejected.sum() - this.unrefused.sum();
+		long shown = this.shownShadowRejected;
+		if (rejected <= shown) {
+			return shown;
+		}
+		this.shownShadowRejected = rejected; // racy, as for granted()
+		return rejected;
 	}
 
 	/**

@@ -22,7 +22,8 @@ import org.jspecify.annotations.Nullable;
  * {@link #complete} evaluates {@code refundIf} and {@code settle} once, when the call completed.
  *
  * <p>Buckets in shadow mode were decided when the call was claimed (they never hold it back); their
- * tokens go back with the others when the call is cancelled or refused.
+ * tokens go back with the others when the call is cancelled or refused, and their counts are taken
+ * back (a call that is not let through counts neither as granted nor as shadow-rejected).
  */
 final class Call implements Reservation, Permit {
 
@@ -46,6 +47,9 @@ final class Call implements Reservation, Permit {
 
 	/** Shadow buckets only: whether the bucket kept the call's tokens (it did unless it would have refused). */
 	private final boolean[] kept;
+
+	/** Shadow buckets only: whether the bucket decided (and counted) for the call. */
+	private final boolean[] decided;
 
 	/** The bucket each keyed claim took from (its key's, or the overflow bucket): where a refund goes. */
 	final @Nullable RateLimiter[] targets;
@@ -71,6 +75,7 @@ final class Call implements Reservation, Permit {
 		this.parts = new Reservation[limits.length];
 		this.permits = permits;
 		this.kept = new boolean[limits.length];
+		this.decided = new boolean[limits.length];
 		this.targets = (targets != null) ? targets : new RateLimiter[limits.length];
 	}
 
@@ -90,6 +95,7 @@ final class Call implements Reservation, Permit {
 	void shadowed(int i, @Nullable Permit permit) {
 		this.permits[i] = permit;
 		this.kept[i] = permit != null;
+		this.decided[i] = true;
 	}
 
 	@Override
@@ -143,6 +149,15 @@ final class Call implements Reservation, Permit {
 			if (this.kept[i]) {
 				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i]);
 				this.permits[i].close();
+			}
+			if (this.decided[i]) {
+				// the call was not let through after all: a shadow bucket counts nothing for it
+				if (this.kept[i]) {
+					this.limits[i].stats.ungrant();
+				}
+				else {
+					this.limits[i].stats.unrefuse();
+				}
 			}
 		}
 		return true;

@@ -326,13 +326,15 @@ final class InvocationPlan {
 	 * Claims from every bucket, or from none: every cost and key is evaluated first (a bad one fails
 	 * the call before anything is claimed); then each enforcing bucket is claimed in order, and when
 	 * any refuses, every claim is given back and the refusing bucket whose wait was longest is named
-	 * and alone counts the call as rejected. Buckets in shadow mode decide last, never refusing.
+	 * and alone counts the call as rejected (when several refuse, the refusal lists them all:
+	 * {@link SeveralBucketsExceeded}). Buckets in shadow mode decide last, never refusing.
 	 */
 	private Call claim(long[] tokens, @Nullable Object[] keys) {
 		int count = this.limits.length;
 		Call call = new Call(this.limits, tokens, keys);
 		RateLimitExceededException worst = null;
 		Limit refusing = null;
+		java.util.Set<String> refusingBuckets = null;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < count; i++) {
@@ -344,6 +346,10 @@ final class InvocationPlan {
 					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, i);
 				}
 				catch (RateLimitExceededException ex) {
+					if (refusingBuckets == null) {
+						refusingBuckets = new java.util.LinkedHashSet<>();
+					}
+					refusingBuckets.add(limit.bucket);
 					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
 						worst = ex;
 						refusing = limit;
@@ -370,7 +376,7 @@ final class InvocationPlan {
 		}
 		if (worst != null) {
 			refusing.stats.refused();
-			throw worst;
+			throw (refusingBuckets.size() > 1) ? new SeveralBucketsExceeded(worst, List.copyOf(refusingBuckets)) : worst;
 		}
 		return call;
 	}

@@ -1,7 +1,6 @@
 package dev.ratelimit.spring.web;
 
 import java.time.Duration;
-import java.util.List;
 import java.util.function.Supplier;
 
 import dev.ratelimit.core.RateLimitExceededException;
@@ -85,7 +84,7 @@ public class RateLimitExceptionHandler {
 		problem.setProperty("bucket", ex.getBucket());
 		boolean ietf = this.headers == WebHeaders.IETF;
 		if (ietf && ex.getBucket() != null) {
-			problem.setProperty("violated-policies", List.of(ex.getBucket()));
+			problem.setProperty("violated-policies", TooManyRequests.violated(ex));
 		}
 		if (this.exposeKey && ex.getKey() != null) {
 			problem.setProperty("key", ex.getKey());

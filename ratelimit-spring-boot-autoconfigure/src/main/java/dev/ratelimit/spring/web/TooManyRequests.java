@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.web;
 
 import java.time.Duration;
+import java.util.List;
 import java.util.function.BiConsumer;
 
 import dev.ratelimit.core.RateLimitExceededException;
@@ -8,6 +9,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.WebHeaders;
+import dev.ratelimit.spring.aop.SeveralBucketsExceeded;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.http.HttpHeaders;
@@ -79,6 +81,16 @@ final class TooManyRequests {
 	}
 
 	/**
+	 * The problem detail's {@code violated-policies}: every bucket that refused the call.
+	 */
+	static List<String> violated(RateLimitExceededException ex) {
+		if (ex instanceof SeveralBucketsExceeded several) {
+			return several.getRefusingBuckets();
+		}
+		return (ex.getBucket() != null) ? List.of(ex.getBucket()) : List.of();
+	}
+
+	/**
 	 * The problem detail as JSON, for the filters (which answer before any message converter).
 	 */
 	static String json(RateLimitExceededException ex, String instance, boolean exposeKey, boolean ietf) {
@@ -92,7 +104,11 @@ final class TooManyRequests {
 			field(json.append(','), "bucket", ex.getBucket());
 			if (ietf) {
 				json.append(",\"violated-policies\":[");
-				string(json, ex.getBucket()).append(']');
+				List<String> violated = violated(ex);
+				for (int i = 0; i < violated.size(); i++) {
+					string((i > 0) ? json.append(',') : json, violated.get(i));
+				}
+				json.append(']');
 			}
 		}
 		if (exposeKey && ex.getKey() != null) {

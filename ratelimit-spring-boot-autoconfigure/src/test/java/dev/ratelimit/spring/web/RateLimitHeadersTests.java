@@ -1,0 +1,157 @@
+package dev.ratelimit.spring.web;
+
+import java.util.List;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.WebHeaders;
+import jakarta.servlet.Filter;
+import org.junit.jupiter.api.Disabled;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.http.ProblemDetail;
+import org.springframework.mock.web.MockFilterChain;
+import org.springframework.mock.web.MockHttpServletRequest;
+import org.springframework.mock.web.MockHttpServletResponse;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowableOfType;
+
+/**
+ * Hand-picked cases of the IETF fields and {@code violated-policies} that
+ * {@link RateLimitHeadersModelTests} found wrong.
+ */
+class RateLimitHeadersTests {
+
+	private final AtomicLong now = new AtomicLong(1_000_000_000L);
+
+	private MockHttpServletResponse send(Filter filter, String path) throws Exception {
+		MockHttpServletResponse response = new MockHttpServletResponse();
+		filter.doFilter(new MockHttpServletRequest("GET", path), response, new MockFilterChain());
+		return response;
+	}
+
+	@Test
+	void violatedPoliciesListsEveryRefusingBucketOfAWebRequest() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.a.rate=1", "ratelimit.buckets.a.limit=1",
+					"ratelimit.buckets.a.max-wait=0", "ratelimit.buckets.b.rate=1", "ratelimit.buckets.b.limit=1",
+					"ratelimit.buckets.b.max-wait=0", "ratelimit.buckets.c.rate=1", "ratelimit.buckets.c.limit=5",
+					"ratelimit.buckets.c.max-wait=0", "ratelimit.web.rules[0].paths=/api/**",
+					"ratelimit.web.rules[0].bucket=a", "ratelimit.web.rules[0].cost=2",
+					"ratelimit.web.rules[1].paths=/api/**", "ratelimit.web.rules[1].bucket=b",
+					"ratelimit.web.rules[1].cost=3", "ratelimit.web.rules[2].paths=/api/**",
+					"ratelimit.web.rules[2].bucket=c")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				MockHttpServletResponse response = send(filter, "/api/x");
+				assertThat(response.getStatus()).isEqualTo(429);
+				// b's wait (2 s) is the longest: it is named; a (1 s) refuses too; c does not
+				assertThat(response.getContentAsString()).contains("\"bucket\":\"b\"")
+					.contains("\"violated-policies\":[\"a\",\"b\"]");
+				assertThat(response.getHeader("Retry-After")).isEqualTo("2");
+			});
+	}
+
+	@Test
+	void violatedPoliciesListsEveryRefusingBucketOfAnAnnotatedMethod() {
+		new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(ServiceConfiguration.class)
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.buckets.a.rate=1", "ratelimit.buckets.a.limit=1",
+					"ratelimit.buckets.a.max-wait=0", "ratelimit.buckets.b.rate=1", "ratelimit.buckets.b.limit=1",
+					"ratelimit.buckets.b.max-wait=0")
+			.run((context) -> {
+				Service service = context.getBean(Service.class);
+				RateLimitExceededException refusal = catchThrowableOfType(RateLimitExceededException.class,
+						() -> service.both(2, 3));
+				assertThat(refusal.getBucket()).isEqualTo("b");
+				ProblemDetail problem = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> null)
+					.handleRateLimitExceeded(refusal)
+					.getBody();
+				assertThat(problem.getProperties()).containsEntry("violated-policies", List.of("a", "b"));
+				// one refusing bucket: only it
+				refusal = catchThrowableOfType(RateLimitExceededException.class, () -> service.both(1, 3));
+				problem = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> null)
+					.handleRateLimitExceeded(refusal)
+					.getBody();
+				assertThat(problem.getProperties()).containsEntry("violated-policies", List.of("b"));
+			});
+	}
+
+	/**
+	 * The bucket makes 2 tokens per 3 s: 1.2 s after it was emptied it holds 0.8 of a token, and is full
+	 * (2 tokens) 1.8 s later, so {@code t=2}; the starter counts from the whole tokens (0) and says 3.
+	 */
+	@Test
+	@Disabled("known bug (RateLimitHeadersModelTests): t is computed from the whole tokens left, the part of the next token already made is ignored")
+	void tIsTheTimeUntilFullCountingThePartOfTheNextTokenAlreadyMade() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.slow.rate=2",
+					"ratelimit.buckets.slow.period=3s", "ratelimit.buckets.slow.limit=2",
+					"ratelimit.buckets.slow.max-wait=0", "ratelimit.web.rules[0].paths=/take",
+					"ratelimit.web.rules[0].bucket=slow", "ratelimit.web.rules[0].cost=2",
+					"ratelimit.web.rules[1].paths=/peek", "ratelimit.web.rules[1].bucket=slow",
+					"ratelimit.web.rules[1].cost=0")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				assertThat(send(filter, "/take").getHeader("RateLimit")).isEqualTo("\"slow\";r=0;t=3");
+				this.now.addAndGet(1_200_000_000L);
+				assertThat(send(filter, "/peek").getHeader("RateLimit")).isEqualTo("\"slow\";r=0;t=2");
+			});
+	}
+
+	/**
+	 * After the request, {@code a} (8 per second) and {@code b} (3 per second) both hold 2 of 5 tokens:
+	 * a tie on tokens left; {@code a} is full in 0.375 s, {@code b} in 1 s, so the fields describe
+	 * {@code b}. The starter compares the rounded {@code t} (1 and 1) and keeps {@code a}.
+	 */
+	@Test
+	@Disabled("known bug (RateLimitHeadersModelTests): on a tie of r the rounded t is compared, not the time until full")
+	void onATieOfTokensLeftTheFieldsDescribeTheBucketLongestUntilFull() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.a.rate=8", "ratelimit.buckets.a.limit=5",
+					"ratelimit.buckets.a.max-wait=0", "ratelimit.buckets.b.rate=3", "ratelimit.buckets.b.limit=5",
+					"ratelimit.buckets.b.max-wait=0", "ratelimit.web.rules[0].paths=/x", "ratelimit.web.rules[0].bucket=a",
+					"ratelimit.web.rules[0].cost=3", "ratelimit.web.rules[1].paths=/x", "ratelimit.web.rules[1].bucket=b",
+					"ratelimit.web.rules[1].cost=3")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				MockHttpServletResponse response = send(filter, "/x");
+				assertThat(response.getHeader("RateLimit-Policy")).isEqualTo("\"b\";q=5;w=2");
+				assertThat(response.getHeader("RateLimit")).isEqualTo("\"b\";r=2;t=1");
+			});
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class ServiceConfiguration {
+
+		@Bean
+		Service service() {
+			return new Service();
+		}
+	}
+
+	static class Service {
+
+		@RateLimited(value = "a", cost = "#n")
+		@RateLimited(value = "b", cost = "#m")
+		public void both(long n, long m) {
+		}
+	}
+}
