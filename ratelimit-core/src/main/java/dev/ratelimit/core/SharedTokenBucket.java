@@ -570,9 +570,17 @@ public final class SharedTokenBucket implements RateLimiter {
 			inFlight = Math.max(0, ceilingTail - cap + s.limit - pending);
 		}
 		long owed = effectiveTail - head;
-		return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), s.limit, this.cappedRelease,
-				Math.max(available, 0), Math.max(owed, 0), this.waiting.get(), inFlight, this.stats.granted(),
-				this.stats.rejected(), null, Duration.ZERO);
+		if (this.cappedRelease) {
+			// tokens in flight come back at releases, not in time: whole tokens at the rate
+			return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), s.limit, true, Math.max(available, 0),
+					Math.max(owed, 0), this.waiting.get(), inFlight, this.stats.granted(), this.stats.rejected(), null,
+					Duration.ZERO);
+		}
+		// full when the head reaches the tail plus the limit: counts the part of the next token already made
+		long untilFull = (available >= s.limit) ? 0 : s.nanosUntilDue(effectiveTail + s.limit, now);
+		return new RateLimiterSnapshot(s.rate.tokens(), s.rate.period(), s.limit, false, Math.max(available, 0),
+				Math.max(owed, 0), this.waiting.get(), 0, this.stats.granted(), this.stats.rejected(), null,
+				Duration.ZERO, Duration.ofNanos(untilFull));
 	}
 
 	/**

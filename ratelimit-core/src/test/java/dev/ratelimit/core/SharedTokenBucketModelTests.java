@@ -515,6 +515,9 @@ class SharedTokenBucketModelTests {
 			RateLimiterSnapshot s = this.bucket.snapshot();
 			equal("available", (long) s.available(), this.ref.availableTokens());
 			equal("waiting", (long) s.waiting(), (long) this.waiters.size());
+			if (!this.capped) {
+				equal("until full (ns)", s.untilFull().toNanos(), this.ref.nanosUntilFull());
+			}
 			if (this.capped) {
 				equal("in flight", (long) s.inFlight(), this.ref.inFlight);
 				if ((long) s.available() + this.ref.inFlight > this.ref.limit) {
@@ -764,6 +767,12 @@ class SharedTokenBucketModelTests {
 			this.cap += newLimit - this.limit;
 			this.limit = newLimit;
 			this.a = this.a.min(limitScaled());
+		}
+
+		/** Nanoseconds until the bucket holds its limit if nobody takes or gives back: exact, rounded up. */
+		long nanosUntilFull() {
+			BigInteger missing = limitScaled().subtract(this.a);
+			return (missing.signum() <= 0) ? 0 : ceilDiv(missing, this.num).min(BigInteger.valueOf(Long.MAX_VALUE)).longValueExact();
 		}
 
 		long availableTokens() {

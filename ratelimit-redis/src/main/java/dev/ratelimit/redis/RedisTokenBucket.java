@@ -1,5 +1,6 @@
 package dev.ratelimit.redis;
 
+import java.math.BigInteger;
 import java.time.Duration;
 import java.util.List;
 import java.util.Queue;
@@ -397,9 +398,30 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// a capped bucket lends only what is not in flight, whatever time has banked
 			available = Math.min(available, Math.max(s.limit() - reply.inFlight(), 0));
 		}
-		return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), s.capped(), available,
-				Math.max(-level, 0), this.waiting.get(), reply.inFlight(), this.stats.granted(), this.stats.rejected(),
-				null, Duration.ZERO);
+		if (s.capped()) {
+			// tokens in flight come back at releases, not in time: whole tokens at the rate
+			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), true, available,
+					Math.max(-level, 0), this.waiting.get(), reply.inFlight(), this.stats.granted(),
+					this.stats.rejected(), null, Duration.ZERO);
+		}
+		// the script's own sum: (limit - level) tokens less the credit already made, at A units per microsecond
+		long untilFull = (level >= s.limit()) ? 0 : untilFullNanos(s.limit() - level, reply.remainder(), s.a(), s.b());
+		return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), false, available, Math.max(-level, 0),
+				this.waiting.get(), 0, this.stats.granted(), this.stats.rejected(), null, Duration.ZERO,
+				Duration.ofNanos(untilFull));
+	}
+
+	/**
+	 * Nanoseconds until {@code missing} tokens are made at {@code a} units of {@code 1/b} of a token per
+	 * microsecond, {@code credit} units of the next one already made: the script's own sum, in microseconds
+	 * rounded up; {@link Long#MAX_VALUE} beyond what a {@code long} holds (a debt of many waiters).
+	 */
+	static long untilFullNanos(long missing, long credit, long a, long b) {
+		BigInteger units = BigInteger.valueOf(missing).multiply(BigInteger.valueOf(b)).subtract(BigInteger.valueOf(credit));
+		BigInteger[] qr = units.divideAndRemainder(BigInteger.valueOf(a));
+		BigInteger nanos = qr[0].add((qr[1].signum() > 0) ? BigInteger.ONE : BigInteger.ZERO)
+			.multiply(BigInteger.valueOf(1000));
+		return (nanos.bitLength() < 64) ? Math.max(nanos.longValue(), 0) : Long.MAX_VALUE;
 	}
 
 	/**

@@ -2,6 +2,7 @@ package dev.ratelimit.spring.web;
 
 import java.math.BigDecimal;
 import java.math.RoundingMode;
+import java.time.Duration;
 
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiterSnapshot;
@@ -33,9 +34,11 @@ public final class RateLimitHeaders {
 	 * @param quota the limit ({@code q})
 	 * @param window seconds for {@code quota} tokens at the rate ({@code w})
 	 * @param remaining tokens left ({@code r})
-	 * @param reset seconds until full ({@code t})
+	 * @param reset seconds until full ({@code t}): {@code untilFull} rounded up to a whole second
+	 * @param untilFull how long until full, exactly (counting the part of the next token already made):
+	 *        on a tie of {@code remaining}, the level longer until full is the closer to refusing
 	 */
-	public record Level(String bucket, long quota, long window, long remaining, long reset) {
+	public record Level(String bucket, long quota, long window, long remaining, long reset, Duration untilFull) {
 
 		/**
 		 * The {@code RateLimit-Policy} value.
@@ -63,7 +66,7 @@ public final class RateLimitHeaders {
 			if (this.remaining != other.remaining) {
 				return this.remaining < other.remaining;
 			}
-			return this.reset > other.reset;
+			return this.untilFull.compareTo(other.untilFull) > 0;
 		}
 	}
 
@@ -80,9 +83,9 @@ public final class RateLimitHeaders {
 		BigDecimal period = BigDecimal.valueOf(s.period().toNanos());
 		BigDecimal limit = new BigDecimal(s.limit());
 		long window = seconds(limit.multiply(period), perPeriod);
-		BigDecimal missing = limit.subtract(new BigDecimal(s.available())).add(new BigDecimal(s.deficiency()));
-		long reset = (missing.signum() <= 0) ? 0 : seconds(missing.multiply(period), perPeriod);
-		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset);
+		Duration untilFull = s.untilFull();
+		long reset = untilFull.getSeconds() + ((untilFull.getNano() > 0) ? 1 : 0);
+		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset, untilFull);
 	}
 
 	private static final java.util.regex.Pattern REMAINING = java.util.regex.Pattern.compile(";r=([0-9]+);t=([0-9]+)");
@@ -98,8 +101,11 @@ public final class RateLimitHeaders {
 			return null;
 		}
 		java.util.regex.Matcher matcher = REMAINING.matcher(value);
-		return matcher.find() ? new Level("", 0, 0, Long.parseLong(matcher.group(1)), Long.parseLong(matcher.group(2)))
-				: null;
+		if (!matcher.find()) {
+			return null;
+		}
+		long reset = Long.parseLong(matcher.group(2));
+		return new Level("", 0, 0, Long.parseLong(matcher.group(1)), reset, Duration.ofSeconds(reset));
 	}
 
 	/**

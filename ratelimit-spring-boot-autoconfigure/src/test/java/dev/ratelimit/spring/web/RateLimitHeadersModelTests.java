@@ -89,19 +89,6 @@ class RateLimitHeadersModelTests {
 
 	private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
 
-	/**
-	 * Known bugs, not fixed here (the fix needs the exact level from the limiter, which its snapshot does
-	 * not give): the starter computes the fields from the whole tokens left, so (1) for a rate that is not
-	 * a whole number of tokens per second {@code t} may be a second or more later than the bucket is
-	 * really full (2 per 3 s, 1.365 of 4 tokens: full in 3.95 s, {@code t=5}; see
-	 * {@link RateLimitHeadersTests#tIsTheTimeUntilFullCountingThePartOfTheNextTokenAlreadyMade}), and (2)
-	 * on a tie of {@code r} it compares the rounded {@code t}, not the time until full, so of two buckets
-	 * with {@code r=2;t=1} it may describe the one full in 0.26 s instead of the one full in 1 s (see
-	 * {@link RateLimitHeadersTests#onATieOfTokensLeftTheFieldsDescribeTheBucketLongestUntilFull}). Until
-	 * fixed, the model also accepts that reading (and counts the responses where only it matches);
-	 * {@code -Dmodel.strict-t=true} does not.
-	 */
-	private static final boolean STRICT_T = Boolean.getBoolean("model.strict-t");
 
 	private static final long DAY = TimeUnit.DAYS.toNanos(1);
 
@@ -279,11 +266,10 @@ class RateLimitHeadersModelTests {
 	}
 
 	/**
-	 * A bucket's fields as the reference gives them; {@code tWhole} is what {@code t} would be if the
-	 * bucket's level were its whole tokens (the fraction of the next token dropped), which the starter
-	 * sends today (see {@link #STRICT_T}).
+	 * A bucket's fields as the reference gives them, with the exact time until it is full (counting the
+	 * part of the next token already made), which breaks ties of {@code r}.
 	 */
-	private record Level(String bucket, long q, long w, long r, long t, BigInteger untilFull, long tWhole) {
+	private record Level(String bucket, long q, long w, long r, long t, BigInteger untilFull) {
 
 		String policy() {
 			return "\"" + this.bucket + "\";q=" + this.q + ";w=" + this.w;
@@ -493,13 +479,6 @@ class RateLimitHeadersModelTests {
 				count(parts.isEmpty() ? "not limited" : "granted, no fields");
 				return;
 			}
-			if (!STRICT_T && !matches(response, closest)) {
-				List<Level> whole = closest(parts, true);
-				if (matches(response, whole)) {
-					count("KNOWN BUG: fields from whole tokens");
-					return;
-				}
-			}
 			checkFields(what, response, closest);
 			count((closest.size() > 1) ? "granted, ietf, closest tied" : "granted, ietf");
 			if (parts.size() > 1) {
@@ -562,21 +541,9 @@ class RateLimitHeadersModelTests {
 
 		/** The levels of the request's buckets closest to refusing (several when tied exactly). */
 		private List<Level> closest(List<Part> parts) {
-			return closest(parts, false);
-		}
-
-		/**
-		 * The levels closest to refusing; {@code whole}: as the starter computes them today, from the whole
-		 * tokens left, {@code t} included, comparing the rounded {@code t} (see {@link #STRICT_T}).
-		 */
-		private List<Level> closest(List<Part> parts, boolean whole) {
 			List<Level> best = new ArrayList<>();
 			for (Part part : parts) {
 				Level level = level(part);
-				if (whole) {
-					BigInteger t = BigInteger.valueOf(level.tWhole);
-					level = new Level(level.bucket, level.q, level.w, level.r, level.tWhole, t, level.tWhole);
-				}
 				if (best.isEmpty()) {
 					best.add(level);
 					continue;
@@ -597,9 +564,8 @@ class RateLimitHeadersModelTests {
 		private Level level(Part part) {
 			RefBucket ref = part.ref;
 			BigInteger untilFull = ref.nanosUntilFull();
-			long whole = Math.max(0, ref.limit - ref.available() + ref.deficiency());
 			return new Level(part.bucket, ref.limit, ceilSeconds(ref.nanosFor(ref.limit)), ref.available(),
-					ceilSeconds(untilFull), untilFull, ceilSeconds(ref.nanosFor(whole)));
+					ceilSeconds(untilFull), untilFull);
 		}
 
 		private static long ceilSeconds(BigInteger nanos) {
@@ -617,17 +583,9 @@ class RateLimitHeadersModelTests {
 			String policy = response.getHeader("RateLimit-Policy");
 			String limit = response.getHeader("RateLimit");
 			for (Level level : candidates) {
-				boolean exact = level.limit().equals(limit);
-				boolean known = !STRICT_T && level.tWhole != level.t
-						&& new Level(level.bucket, level.q, level.w, level.r, level.tWhole, level.untilFull, level.tWhole)
-							.limit()
-							.equals(limit);
-				if (level.policy().equals(policy) && (exact || known)) {
+				if (level.policy().equals(policy) && level.limit().equals(limit)) {
 					equal(what + ": one RateLimit-Policy field", response.getHeaders("RateLimit-Policy").size(), 1);
 					equal(what + ": one RateLimit field", response.getHeaders("RateLimit").size(), 1);
-					if (known) {
-						count("KNOWN BUG: t later than the bucket is full");
-					}
 					return;
 				}
 			}

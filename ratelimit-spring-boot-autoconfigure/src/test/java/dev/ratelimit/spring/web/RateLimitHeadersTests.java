@@ -9,7 +9,6 @@ import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.WebHeaders;
 import jakarta.servlet.Filter;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -92,10 +91,9 @@ class RateLimitHeadersTests {
 
 	/**
 	 * The bucket makes 2 tokens per 3 s: 1.2 s after it was emptied it holds 0.8 of a token, and is full
-	 * (2 tokens) 1.8 s later, so {@code t=2}; the starter counts from the whole tokens (0) and says 3.
+	 * (2 tokens) 1.8 s later, so {@code t=2} (counting whole tokens, 0, would say 3).
 	 */
 	@Test
-	@Disabled("known bug (RateLimitHeadersModelTests): t is computed from the whole tokens left, the part of the next token already made is ignored")
 	void tIsTheTimeUntilFullCountingThePartOfTheNextTokenAlreadyMade() {
 		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
 			.withBean(RateLimitClock.class, () -> this.now::get)
@@ -117,10 +115,9 @@ class RateLimitHeadersTests {
 	/**
 	 * After the request, {@code a} (8 per second) and {@code b} (3 per second) both hold 2 of 5 tokens:
 	 * a tie on tokens left; {@code a} is full in 0.375 s, {@code b} in 1 s, so the fields describe
-	 * {@code b}. The starter compares the rounded {@code t} (1 and 1) and keeps {@code a}.
+	 * {@code b} (the rounded {@code t}, 1 and 1, would not tell them apart).
 	 */
 	@Test
-	@Disabled("known bug (RateLimitHeadersModelTests): on a tie of r the rounded t is compared, not the time until full")
 	void onATieOfTokensLeftTheFieldsDescribeTheBucketLongestUntilFull() {
 		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
 			.withBean(RateLimitClock.class, () -> this.now::get)
