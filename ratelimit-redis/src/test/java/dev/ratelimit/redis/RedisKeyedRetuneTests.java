@@ -12,6 +12,8 @@ import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.sync.RedisCommands;
 import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -23,6 +25,7 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * A retune of a bucket used with a key ({@code @RateLimited(key = ...)}) on {@code backend: redis},
@@ -141,6 +144,36 @@ class RedisKeyedRetuneTests {
 				assertThat(granted(b, "after-restart-on-b", 4, new AtomicReference<>())).isEqualTo(3);
 			});
 		});
+	}
+
+	@Test
+	void theScriptOnAKeysBucketUsesTheSettingsItIsGivenAndKeepsNoRetune() {
+		RedisCommands<String, String> admin = redis.admin();
+		String template = "keyed-script:{per-user}";
+		String key = "keyed-script:{per-user:alice}";
+		// the template retuned to 1 per second, limit 2 (the configuration: 10 per second, limit 3)
+		admin.hset(template + ":retuned", java.util.Map.of("a", "1", "b", "1000000", "limit", "2", "tokens", "1",
+				"period", "1000000000", "cfg", "1:100000:3"));
+		// a key's bucket, three keys: the settings given are in force (limit 5), no retune is read or written
+		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
+				"100000", "5", "1", "0", "0", "acquire", "", "60000000");
+		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(admin.keys("keyed-script:{per-user:*")).containsExactly(key);
+		assertThat(admin.pttl(key)).isPositive();
+		// it cannot be retuned itself: its template is
+		assertThatThrownBy(() -> admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
+				"100000", "5", "0", "0", "0", "retune", "", "60000000", "1", "1000000", "2", "1", "1000000000"))
+			.hasMessageContaining("mode retune needs the retune key");
+		// the template's retune, read for the configuration it was made for
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "3",
+				"0", "0", "0", "tune", "", "60000000");
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L);
+		assertThat(admin.exists(template)).as("tune writes no state").isZero();
+		// and dropped by a read for another configuration
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "4",
+				"0", "0", "0", "tune", "", "60000000");
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(admin.exists(template + ":retuned")).isZero();
 	}
 
 	/** A full key's bucket under the retune: one of three quick calls, and a refusal for ~100 s. */
