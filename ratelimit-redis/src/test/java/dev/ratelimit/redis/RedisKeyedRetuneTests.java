@@ -14,7 +14,6 @@ import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.sync.RedisCommands;
-import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 
@@ -60,7 +59,6 @@ class RedisKeyedRetuneTests {
 	}
 
 	@Test
-	@Disabled("reproducer: the other instance's keys keep the configuration (3 of 3 granted for key 'old')")
 	void aRetuneOnOneInstanceReachesEveryKeyOfTheOtherWithinOneSecond() {
 		String prefix = "keyed-retune:";
 		together(List.of(instance(prefix), instance(prefix)), new ArrayList<>(), (contexts) -> {
@@ -99,7 +97,6 @@ class RedisKeyedRetuneTests {
 	}
 
 	@Test
-	@Disabled("reproducer: {per-user:alice}:retuned and {per-user:carol}:retuned never expire")
 	void afterARetuneIdleKeysLeaveNothingInRedis() {
 		String prefix = "keyed-idle:";
 		together(List.of(instance(prefix), instance(prefix)), new ArrayList<>(), (contexts) -> {
