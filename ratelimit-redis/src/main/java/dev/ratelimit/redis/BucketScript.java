@@ -58,7 +58,12 @@ final class BucketScript {
 		/** Change the settings for every instance: the time that passed counts at the old ones. */
 		RETUNE("retune"),
 		/** Read the level without writing. */
-		PEEK("peek");
+		PEEK("peek"),
+		/**
+		 * Read the retune in force for this configuration (dropping one made for another) and nothing
+		 * else: how an instance learns its template's settings for the buckets of its keys.
+		 */
+		TUNE("tune");
 
 		final String argument;
 
@@ -166,6 +171,29 @@ final class BucketScript {
 	 */
 	static String[] keys(String key) {
 		return new String[] { key, key + ":retuned", key + ":leases", key + ":queue" };
+	}
+
+	/**
+	 * The keys of the overflow bucket of a bucket used with a key: its state, its template's retune
+	 * (the same hash tag, so one call reads it), its leases and its queue.
+	 *
+	 * @param key the overflow bucket's key, {@code <key-prefix>{<bucket>}:overflow}
+	 * @param template the template's key, {@code <key-prefix>{<bucket>}}
+	 * @return the script's keys
+	 */
+	static String[] overflowKeys(String key, String template) {
+		return new String[] { key, template + ":retuned", key + ":leases", key + ":queue" };
+	}
+
+	/**
+	 * The keys of one key's bucket: its state, its leases and its queue, and no retune (its template's is
+	 * in another Redis Cluster hash slot: the caller passes the settings in force as arguments).
+	 *
+	 * @param key the key's bucket's key, {@code <key-prefix>{<bucket>:<key>}}
+	 * @return the script's keys
+	 */
+	static String[] keyKeys(String key) {
+		return new String[] { key, key + ":leases", key + ":queue" };
 	}
 
 	/**

@@ -14,6 +14,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
+import java.util.function.ObjLongConsumer;
 import java.util.function.Supplier;
 
 import dev.ratelimit.redis.BucketScript.Reply;
@@ -67,8 +68,11 @@ final class FailureDetector {
 
 	private final List<BackendHealth.CallListener> listeners = new CopyOnWriteArrayList<>();
 
-	/** Told of every reply of the script, in time or late (the bucket takes on a retune from it). */
-	private final Consumer<Reply> replies;
+	/**
+	 * Told of every reply of the script, in time or late, with when its call was sent (the bucket takes
+	 * on a retune from it).
+	 */
+	private final ObjLongConsumer<Reply> replies;
 
 	private final AtomicBoolean probing = new AtomicBoolean();
 
@@ -86,7 +90,8 @@ final class FailureDetector {
 
 	private volatile @Nullable String lastError;
 
-	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock, Consumer<Reply> replies) {
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies) {
 		this.replies = replies;
 		this.bucket = bucket;
 		this.policy = policy;
@@ -250,7 +255,7 @@ final class FailureDetector {
 				return;
 			}
 			this.reply = parsed;
-			FailureDetector.this.replies.accept(parsed);
+			FailureDetector.this.replies.accept(parsed, this.sentNanos);
 			boolean inTime = this.state.compareAndSet(PENDING, OK);
 			if (inTime) {
 				succeeded(this, nanos);

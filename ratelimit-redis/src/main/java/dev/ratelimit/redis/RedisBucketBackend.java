@@ -1,5 +1,7 @@
 package dev.ratelimit.redis;
 
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
@@ -14,12 +16,21 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
 /**
  * The {@code redis} backend: makes a {@link RedisTokenBucket} for every bucket whose {@code backend}
  * is {@code redis}, on the application's {@link RedisConnectionFactory}.
+ *
+ * <p>A bucket used with a key has one {@link TemplateTune} on this instance, made with the bucket
+ * itself (from its configuration, at start-up) and shared by its overflow bucket and the buckets of
+ * its keys, whatever definition they are made from later (after a retune, the starter makes new keys'
+ * buckets from the retuned definition; the configuration that a retune applies to stays the one the
+ * instance started with).
  */
 public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
 	private final RedisConnectionFactory connectionFactory;
 
 	private volatile @Nullable ScriptConnection connection;
+
+	/** The settings of each bucket (by name) shared with its overflow bucket and its keys' buckets. */
+	private final Map<String, TemplateTune> tunes = new ConcurrentHashMap<>();
 
 	/**
 	 * Creates the backend.
@@ -37,12 +48,27 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
-		return builder(bucket, stats).perKey((key != null) ? key : "").build();
+		RedisTokenBucket.Builder builder = builder(bucket, stats).perKey((key != null) ? key : "");
+		TemplateTune tune = this.tunes.get(bucket.name());
+		if (tune != null) {
+			return builder.tune(tune).build();
+		}
+		// no bucket of that name made here first (not the starter's order): this one's settings start it
+		RedisTokenBucket made = builder.build();
+		this.tunes.putIfAbsent(bucket.name(), made.tune());
+		return made;
 	}
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
-		return builder(bucket, stats).build();
+		RedisTokenBucket.Builder builder = builder(bucket, stats);
+		TemplateTune tune = this.tunes.get(bucket.name());
+		if (tune != null) {
+			return builder.tune(tune).build();
+		}
+		RedisTokenBucket made = builder.build();
+		this.tunes.putIfAbsent(bucket.name(), made.tune());
+		return made;
 	}
 
 	private RedisTokenBucket.Builder builder(BucketDefinition bucket, StatsRecorder stats) {

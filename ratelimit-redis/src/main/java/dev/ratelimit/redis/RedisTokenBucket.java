@@ -9,7 +9,9 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
@@ -69,8 +71,18 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  *
  * <h2>Retuning</h2>
  * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
- * ({@code <key>:retuned}), for the configuration they were made from: every instance's next call
- * uses them, until an instance starts with a different configuration.
+ * ({@code <key-prefix>{<bucket>}:retuned}, which never expires), for the configuration they were made
+ * from: every instance's next call uses them, until an instance starts with a different configuration
+ * (its first call deletes them).
+ *
+ * <h2>Buckets of keys</h2>
+ * A bucket used with a key has, on each instance, one {@link TemplateTune} shared by its own bucket, its
+ * overflow bucket ({@code <key-prefix>{<bucket>}:overflow}) and the bucket of each key
+ * ({@code <key-prefix>{<bucket>:<key>}}). There is one retune for all of them, the template's: the
+ * overflow bucket reads it in each call (same hash tag), and a key's bucket, in another Redis Cluster hash
+ * slot, passes the settings in force as arguments, read at most {@value TemplateTune#STALE_MILLIS} ms
+ * before its call. A key's hash expires when full, like any bucket's, and keeps no retune: an idle key
+ * costs Redis nothing, and comes back with the settings in force.
  */
 public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
@@ -112,14 +124,34 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final FailureDetector detector;
 
+	private final long timeoutNanos;
+
 	/** Claims waiting for capped tokens to be released, woken by a release anywhere. */
 	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
 
-	/** The bucket's keys: the state, the retune, the leases and the queue. */
+	/**
+	 * The bucket's keys: the state, the retune (the template's, for the overflow bucket), the leases and
+	 * the queue; for a key's bucket, no retune.
+	 */
 	private final String[] keys;
 
-	/** The settings as configured here; a retune made through any instance applies while it matches. */
-	private final Settings configured;
+	/**
+	 * Whether this is the bucket of one key: its calls pass the template's settings in force as
+	 * arguments ({@link TemplateTune#forKey}), since its hash cannot be read with the template's retune
+	 * in one call.
+	 */
+	private final boolean keyBucket;
+
+	/**
+	 * The settings as configured here and the settings in force, shared with the template's other
+	 * buckets on this instance (its own, its overflow bucket and its keys').
+	 */
+	private final TemplateTune tune;
+
+	/** The settings the local fallback was last brought to (it follows {@link #tune} when used). */
+	private volatile @Nullable Settings fallbackSettings;
+
+	private final Object fallbackLock = new Object();
 
 	/** Makes each claim's id, {@code <instance>:<sequence>}, unique across instances. */
 	private final String idPrefix = UUID.randomUUID() + ":";
@@ -128,9 +160,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	/** Leases of capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}. */
 	private final Queue<String> tryLeases = new ConcurrentLinkedQueue<>();
-
-	/** The settings in effect: the configuration, or a retune made through any instance. */
-	private volatile Settings settings;
 
 	/** Capped leases taken here and not released yet: with callers waiting, what keeps this bucket busy. */
 	private final AtomicInteger held = new AtomicInteger();
@@ -142,8 +171,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		Rate rate = builder.rate();
 		long limit = builder.limit(rate);
-		this.configured = Settings.of(rate, limit, builder.capped(), builder.lease, name);
-		this.settings = this.configured;
+		Settings own = Settings.of(rate, limit, builder.capped(), builder.lease, name);
+		String templateKey = builder.keyPrefix + "{" + name + "}";
+		this.tune = (builder.tune != null) ? builder.tune
+				: new TemplateTune(name, own, templateKey, connection, builder.timeout.toNanos(), this.clock);
+		this.fallbackSettings = own;
 		// the fallback counts nothing itself: this bucket counts every call once, whoever decides it
 		this.fallback = SharedTokenBucket.builder()
 			.name(name)
@@ -153,15 +185,27 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			.clock(builder.fallbackClock())
 			.build();
 		this.name = name;
-		this.key = builder.keyPrefix + ((builder.perKey == null) ? "{" + name + "}"
-				: builder.perKey.isEmpty() ? "{" + name + "}:overflow" : "{" + name + ":" + builder.perKey + "}");
-		this.keys = BucketScript.keys(this.key);
+		this.keyBucket = builder.perKey != null && !builder.perKey.isEmpty();
+		if (builder.perKey == null) {
+			this.key = templateKey;
+			this.keys = BucketScript.keys(this.key);
+		}
+		else if (builder.perKey.isEmpty()) {
+			this.key = templateKey + ":overflow";
+			this.keys = BucketScript.overflowKeys(this.key, templateKey);
+		}
+		else {
+			this.key = builder.keyPrefix + "{" + name + ":" + builder.perKey + "}";
+			this.keys = BucketScript.keyKeys(this.key);
+		}
 		this.connection = connection;
 		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
+		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
-				this::adopt);
-		if (this.configured.capped()) {
+				this.keyBucket ? (reply, sent) -> {
+				} : this.tune::adopt);
+		if (own.capped()) {
 			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
 		}
 	}
@@ -187,6 +231,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	public String key() {
 		return this.key;
+	}
+
+	/** The settings of the bucket's template, shared with its other buckets on this instance. */
+	TemplateTune tune() {
+		return this.tune;
 	}
 
 	/**
@@ -216,20 +265,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	@Override
 	public boolean tryAcquire(long n) {
-		Settings s = this.settings;
-		checkCost(s, n);
+		checkCost(this.tune.current(), n);
 		if (n == 0) {
 			this.stats.recordGranted(0);
 			return true;
 		}
+		Settings s = awaitSettings();
+		checkCost(s, n);
 		String id = s.capped() ? newId(n) : "";
-		Call call = send(Mode.ACQUIRE, n, 0, id);
+		Call call = send(s, Mode.ACQUIRE, n, 0, id);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
 			boolean granted = switch (this.onFailure) {
 				case ALLOW -> true;
 				case DENY -> false;
-				case LOCAL -> this.fallback.tryAcquire(n);
+				case LOCAL -> fallback().tryAcquire(n);
 			};
 			record(granted);
 			return granted;
@@ -255,7 +305,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
-		checkCost(this.settings, n);
+		checkCost(this.tune.current(), n);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens of '" + this.name + "'");
 		}
@@ -272,8 +322,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
 		long budget = AbstractReservation.budgetNanos(maxWait);
-		Settings s = this.settings;
-		checkCost(s, n);
+		checkCost(this.tune.current(), n);
 		long start = this.clock.getAsLong();
 		Claim claim = new Claim(n, maxWait, budget, start);
 		if (n == 0) {
@@ -294,7 +343,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 *         held
 	 */
 	public void release(long n) {
-		if (!this.configured.capped() || n == 0) {
+		if (!this.tune.configured().capped() || n == 0) {
 			return;
 		}
 		String suffix = "#" + n;
@@ -336,7 +385,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	private void adjust(Mode mode, long n) {
-		Settings s = this.settings;
+		Settings s = this.tune.current();
 		if (n < 0 || n > s.maxCost()) {
 			throw new IllegalArgumentException("n must be between 0 and " + s.maxCost() + " for Redis bucket '"
 					+ this.name + "' (exact arithmetic in Lua doubles), was " + n);
@@ -349,10 +398,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		else if (this.onFailure == OnFailure.LOCAL) {
 			if (mode == Mode.REFUND) {
-				this.fallback.refund(n);
+				fallback().refund(n);
 			}
 			else {
-				this.fallback.charge(n);
+				fallback().charge(n);
 			}
 		}
 	}
@@ -380,13 +429,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	@Override
 	public RateLimiterSnapshot snapshot() {
-		Call call = send(Mode.PEEK, 0, 0, "");
+		Settings asked = awaitSettings();
+		Call call = send(asked, Mode.PEEK, 0, 0, "");
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
-		Settings s = this.settings;
+		// a key's bucket shows the settings its call passed; the others, those the reply says are in force
+		Settings s = this.keyBucket ? asked : this.tune.current();
 		Rate rate = s.rate();
 		if (reply == null) {
 			boolean local = this.onFailure == OnFailure.LOCAL;
-			RateLimiterSnapshot fallbackView = this.fallback.snapshot();
+			RateLimiterSnapshot fallbackView = fallback().snapshot();
 			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), s.capped(),
 					local ? fallbackView.available() : 0, local ? fallbackView.deficiency() : 0,
 					this.waiting.get() + (local ? fallbackView.waiting() : 0), local ? fallbackView.inFlight() : 0,
@@ -426,29 +477,52 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	/**
 	 * Retunes the bucket for every instance (contract revision 2): the new settings live in Redis with
-	 * the bucket, every instance's next call uses them, and they hold until an instance starts with a
-	 * different configuration. The time that passed counts at the old rate.
+	 * the bucket ({@code <key-prefix>{<bucket>}:retuned}, which never expires), every instance's next call
+	 * uses them, and they hold until an instance starts with a different configuration. The time that
+	 * passed counts at the old rate. The retune of a bucket used with a key is its template's, and
+	 * reaches its overflow bucket and every key's bucket on every instance within a second
+	 * ({@link TemplateTune}).
+	 *
+	 * <p>On the bucket of one key, or on the overflow bucket, this stores nothing: their settings are
+	 * always the template's in force (the starter retunes the template, then calls this on the key
+	 * buckets it holds). It only asks for the template's settings to be read again.
 	 *
 	 * @throws IllegalStateException when Redis does not answer: a retune that only this instance
 	 *         knew would be undone by the next answer
 	 */
 	@Override
 	public synchronized void updateRate(long tokens, Duration period) {
-		retune(this.settings.withRate(Rate.of(tokens, period), this.name));
+		if (this.key.equals(this.tune.templateKey())) {
+			retune(this.tune.current().withRate(Rate.of(tokens, period), this.name));
+		}
+		else {
+			followTemplate();
+		}
 	}
 
 	/**
-	 * Changes the limit for every instance, like {@link #updateRate}.
+	 * Changes the limit for every instance, like {@link #updateRate} (and, like it, only follows the
+	 * template on the bucket of a key or the overflow bucket).
 	 *
 	 * @throws IllegalStateException when Redis does not answer
 	 */
 	@Override
 	public synchronized void updateLimit(long limit) {
-		retune(this.settings.withLimit(limit, this.name));
+		if (this.key.equals(this.tune.templateKey())) {
+			retune(this.tune.current().withLimit(limit, this.name));
+		}
+		else {
+			followTemplate();
+		}
+	}
+
+	private void followTemplate() {
+		this.tune.read();
+		releasedSomewhere(); // a higher limit may let capped waiters in
 	}
 
 	private void retune(Settings next) {
-		String[] arguments = Settings.arguments(this.configured, Mode.RETUNE, 0, 0, "", next);
+		String[] arguments = Settings.arguments(this.tune.configured(), Mode.RETUNE, 0, 0, "", next);
 		Call call = this.detector.send(() -> run(arguments), null);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
@@ -458,28 +532,58 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		releasedSomewhere(); // a higher limit may let capped waiters in
 	}
 
-	/** Takes on the settings a reply says are in effect, for this bucket's view and its fallback. */
-	private void adopt(Reply reply) {
-		Settings current = this.settings;
-		Settings next;
-		try {
-			next = this.configured.inEffect(reply, current, this.name);
+	/**
+	 * The settings for a call now. A bucket with four keys passes its configuration and the script
+	 * applies the retune in force; a key's bucket passes the template's settings as read by
+	 * {@link TemplateTune}, and waits for them to be read again (at most the timeout) when they are too
+	 * old, unless the bucket runs on its failure policy.
+	 */
+	private Settings awaitSettings() {
+		if (!this.keyBucket) {
+			return this.tune.current();
 		}
-		catch (IllegalArgumentException ex) {
-			return; // a retune this instance cannot hold exactly: it keeps its settings
+		Settings s = this.tune.forKey(this.clock.getAsLong());
+		if (s != null) {
+			return s;
 		}
-		if (next != current) {
-			this.settings = next;
-			this.fallback.updateRate(next.rate().tokens(), next.rate().period());
-			this.fallback.updateLimit(next.limit());
+		if (isUp()) {
+			try {
+				this.tune.read().get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+			}
+			catch (InterruptedException ex) {
+				Thread.currentThread().interrupt(); // the caller's Redis call sees it
+			}
+			catch (ExecutionException | TimeoutException ex) {
+				// the settings stay as they were: the call itself finds out whether Redis answers
+			}
 		}
+		return this.tune.current();
+	}
+
+	/** The local bucket of the {@code local} failure policy, at the settings in force. */
+	private SharedTokenBucket fallback() {
+		Settings s = this.tune.current();
+		if (s != this.fallbackSettings) {
+			synchronized (this.fallbackLock) {
+				if (s != this.fallbackSettings) {
+					this.fallback.updateRate(s.rate().tokens(), s.rate().period());
+					this.fallback.updateLimit(s.limit());
+					this.fallbackSettings = s;
+				}
+			}
+		}
+		return this.fallback;
 	}
 
 	// ---- Redis calls ----------------------------------------------------------------------------------
 
-	/** Sends a call unless the bucket is in its back-off ({@code null}: apply the policy). */
-	private @Nullable Call send(Mode mode, long n, long maxWaitMicros, String id) {
-		String[] arguments = Settings.arguments(this.configured, mode, n, maxWaitMicros, id, null);
+	/**
+	 * Sends a call unless the bucket is in its back-off ({@code null}: apply the policy).
+	 *
+	 * @param s the settings of the call ({@link #awaitSettings()}): a key's bucket passes them
+	 */
+	private @Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros, String id) {
+		String[] arguments = Settings.arguments(argumentsOf(s), mode, n, maxWaitMicros, id, null);
 		return this.detector.send(() -> run(arguments),
 				(mode == Mode.ACQUIRE) ? (unused) -> giveBack(unused, n, id) : null);
 	}
@@ -493,7 +597,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * while it reconnects), so that nothing stays claimed for a failure that is already over.
 	 */
 	private void sendUnconditionally(Mode mode, long n, String id) {
-		run(Settings.arguments(this.configured, mode, n, 0, id, null));
+		run(Settings.arguments(argumentsOf(this.tune.current()), mode, n, 0, id, null));
+	}
+
+	/**
+	 * The settings the script is given: a key's bucket's, those in force (it has no retune record); the
+	 * others', the configuration (the script compares a retune's with it).
+	 */
+	private Settings argumentsOf(Settings inForce) {
+		return this.keyBucket ? inForce : this.tune.configured();
 	}
 
 	/** Gives back what an answer nobody takes holds: its tokens, or its place in the queue. */
@@ -541,6 +653,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		private static final int LOCAL = 3;
 
+		private static final int TUNING = 4;
+
 		private final long budgetNanos;
 
 		private final long startNanos;
@@ -548,6 +662,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		private int phase = ASKING;
 
 		private @Nullable Call call;
+
+		/** The read of the template's settings a key's claim waits for before it asks ({@code TUNING}). */
+		private @Nullable CompletableFuture<Void> tuning;
 
 		private long due;
 
@@ -568,7 +685,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					RedisTokenBucket.this.stats, RedisTokenBucket.this.waiting);
 			this.budgetNanos = budgetNanos;
 			this.startNanos = start;
-			this.id = RedisTokenBucket.this.configured.capped() ? newId(n) : "";
+			this.id = RedisTokenBucket.this.tune.configured().capped() ? newId(n) : "";
 		}
 
 		synchronized void allow(long now) {
@@ -576,10 +693,28 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			this.due = now;
 		}
 
-		/** Sends the acquire; in a back-off, applies the policy at once. */
+		/**
+		 * Sends the acquire; in a back-off, applies the policy at once. A key's bucket whose template
+		 * settings are too old first waits for them to be read ({@code TUNING}).
+		 */
 		synchronized void ask(long now) {
+			Settings s = RedisTokenBucket.this.tune.current();
+			if (RedisTokenBucket.this.keyBucket) {
+				Settings fresh = RedisTokenBucket.this.tune.forKey(now);
+				if (fresh == null && isUp()) {
+					this.phase = TUNING;
+					this.tuning = RedisTokenBucket.this.tune.read();
+					this.tuning.whenComplete((unused, ex) -> wakeUp());
+					return;
+				}
+				s = (fresh != null) ? fresh : s;
+			}
+			send(s, now);
+		}
+
+		private void send(Settings s, long now) {
 			long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
-			Call sent = send(Mode.ACQUIRE, tokens(), RedisTokenBucket.this.settings.maxWaitMicros(left), this.id);
+			Call sent = RedisTokenBucket.this.send(s, Mode.ACQUIRE, tokens(), s.maxWaitMicros(left), this.id);
 			if (sent == null) {
 				applyPolicy(now);
 				return;
@@ -628,6 +763,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						RedisTokenBucket.this.releaseWaiters.remove(this);
 						ask(now);
 					}
+					case TUNING -> {
+						if (!this.tuning.isDone()) {
+							return AWAITING_ANSWER;
+						}
+						// read, or failed: either way the settings in force now are the best there are
+						send(RedisTokenBucket.this.tune.current(), now);
+					}
 					default -> {
 						return localDelay();
 					}
@@ -641,7 +783,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					throw new IllegalStateException("Grant of '" + RedisTokenBucket.this.name + "' taken twice");
 				}
 				this.claimed = true;
-				if (RedisTokenBucket.this.configured.capped()) {
+				if (RedisTokenBucket.this.tune.configured().capped()) {
 					RedisTokenBucket.this.held.incrementAndGet();
 				}
 				long wait = TimeUnit.MICROSECONDS.toNanos(reply.waitMicros());
@@ -670,7 +812,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				case LOCAL -> {
 					long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
 					try {
-						Reservation fallbackClaim = RedisTokenBucket.this.fallback.reserve(tokens(),
+						Reservation fallbackClaim = fallback().reserve(tokens(),
 								Duration.ofNanos(left));
 						fallbackClaim.onWake(this::wakeUp);
 						this.local = fallbackClaim;
@@ -710,13 +852,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					if (this.claimed) {
 						this.claimed = false;
 						sendUnconditionally(Mode.REFUND, tokens(), this.id);
-						if (RedisTokenBucket.this.configured.capped()) {
+						if (RedisTokenBucket.this.tune.configured().capped()) {
 							RedisTokenBucket.this.held.decrementAndGet();
 							releasedSomewhere();
 						}
 					}
 				}
 				case RELEASES -> sendUnconditionally(Mode.LEAVE, 0, this.id);
+				case TUNING -> {
+					// nothing asked yet: nothing to give back
+				}
 				default -> this.local.cancel();
 			}
 		}
@@ -726,7 +871,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			if (this.phase == LOCAL) {
 				return this.local.permit();
 			}
-			if (!this.claimed || !RedisTokenBucket.this.configured.capped()) {
+			if (!this.claimed || !RedisTokenBucket.this.tune.configured().capped()) {
 				return Permit.noop();
 			}
 			String lease = this.id;
@@ -753,6 +898,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		private Duration lease = Duration.ofMinutes(1);
 
 		private @Nullable String perKey;
+
+		private @Nullable TemplateTune tune;
 
 		private Builder() {
 		}
@@ -788,6 +935,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		 */
 		Builder perKey(String key) {
 			this.perKey = key;
+			return this;
+		}
+
+		/**
+		 * The settings of the template shared by its buckets on this instance (its own, its overflow
+		 * bucket's and its keys'); without it the bucket has settings of its own, from this builder.
+		 */
+		Builder tune(TemplateTune tune) {
+			this.tune = tune;
 			return this;
 		}
 

@@ -1,23 +1,40 @@
 -- One rover bucket on Redis. Documented field by field in the module's README.md.
 --
+-- Called with four keys (a bucket, and the overflow bucket of a bucket used with a key):
 -- KEYS[1] the bucket's hash: l = level (tokens available; negative = claimed by waiting callers),
 --         t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
 --         u = the B that r is counted in, f = tokens in flight (capped release), q = ticket counter,
 --         d:<ticket> = a queued ticket's deadline
 -- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, and cfg,
---         the configuration they apply to (a restart with another configuration drops them)
+--         the configuration they apply to (a restart with another configuration drops them); never
+--         expires. The overflow bucket passes its template's, <prefix>{<bucket>}:retuned
 -- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
 -- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
+-- Called with three keys (the bucket of one key, <prefix>{<bucket>:<key>}): KEYS[1], the leases and
+-- the queue. There is no retune record: the settings passed are in force (the caller passes its
+-- template's retune, read with mode tune on the template's keys), and the retune mode is refused.
 --
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
---       mode (acquire | refund | charge | release | leave | sync | retune | peek), id (<id>#<n>, capped claims),
---       lease (us), then for retune: A, B, limit, tokens, period (ns)
+--       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune), id (<id>#<n>,
+--       capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns)
 -- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns)}; code 1 =
 -- granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases (nothing
--- taken), 3 = the other modes. The last five are the retune in effect, or zeros for the configuration.
-local key, retuned, leases, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- taken), 3 = the other modes. The last five are the retune in effect, or zeros for the configuration
+-- (always zeros with three keys). Mode tune answers only them (and drops a retune of another
+-- configuration): it reads and writes nothing else.
+local key, retuned, leases, queue
+if #KEYS == 4 then
+  key, retuned, leases, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+elseif #KEYS == 3 then
+  key, leases, queue = KEYS[1], KEYS[2], KEYS[3]
+else
+  return redis.error_reply('ERR the bucket script takes 4 keys (K K:retuned K:leases K:queue) or 3 (K K:leases K:queue), got ' .. #KEYS)
+end
+if not retuned and (ARGV[7] == 'retune' or ARGV[7] == 'tune') then
+  return redis.error_reply('ERR mode ' .. ARGV[7] .. ' needs the retune key: a key\'s bucket is retuned through its template')
+end
 local A = tonumber(ARGV[1])
 local B = tonumber(ARGV[2])
 local limit = tonumber(ARGV[3])
@@ -27,22 +44,27 @@ local capped = ARGV[6] == '1'
 local mode = ARGV[7]
 local id = ARGV[8]
 local lease = tonumber(ARGV[9])
-local writes = mode ~= 'peek'
+local writes = mode ~= 'peek' and mode ~= 'tune'
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
 -- the settings in effect: a retune made for this configuration, or the configuration
 local cfg = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
-local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg')
 local tuned = {0, 0, 0, 0, 0}
-if tune[6] then
-  if tune[6] == cfg then
-    A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
-    tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5])}
-  elseif writes then
-    redis.call('DEL', retuned)
+if retuned then
+  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg')
+  if tune[6] then
+    if tune[6] == cfg then
+      A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
+      tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5])}
+    elseif writes or mode == 'tune' then
+      redis.call('DEL', retuned)
+    end
   end
+end
+if mode == 'tune' then
+  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5]}
 end
 
 local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u')

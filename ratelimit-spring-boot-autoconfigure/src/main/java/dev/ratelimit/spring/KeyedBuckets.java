@@ -36,7 +36,14 @@ import org.jspecify.annotations.Nullable;
  * bucket (counted).</li>
  * <li>K4, retunes reach every key: the template's generation moves with each retune; a key's bucket
  * made at an older generation takes the template's settings on its next use, and the retune itself
- * applies them to every live key at once.</li>
+ * applies them to every live key at once. That covers the keys of this instance. A backend whose
+ * buckets live outside the JVM keeps the retune with the template for every instance: on Redis it is
+ * stored once per bucket ({@code <key-prefix>{<bucket>}:retuned}, until a restart with another
+ * configuration), the overflow bucket reads it in each call, and each key's bucket on each instance
+ * passes the settings in force, read at most 800 ms before the call; the keys' hashes keep no retune
+ * and expire when full (see the {@code ratelimit-redis} README). So a key's bucket that this map
+ * drops, or that another instance made, comes back with the retune, and the catch-up here only tells
+ * such a bucket to follow its template.</li>
  * </ol>
  * No background thread: the sweep runs on the way, when a new key needs room and once every
  * {@value #SWEEP_EVERY} new keys otherwise, looking at {@value #SWEEP_STEP} entries at a time from

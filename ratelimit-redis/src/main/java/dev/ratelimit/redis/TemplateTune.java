@@ -1,0 +1,187 @@
+package dev.ratelimit.redis;
+
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.LongSupplier;
+
+import dev.ratelimit.redis.BucketScript.Mode;
+import dev.ratelimit.redis.BucketScript.Reply;
+import dev.ratelimit.redis.BucketScript.Settings;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * The settings in force for one configured Redis bucket on this instance: its configuration, or a
+ * retune made through the endpoint of any instance. One object per bucket, shared by the bucket's own
+ * {@link RedisTokenBucket}, its overflow bucket and the buckets of its keys.
+ *
+ * <h2>Where the retune is stored, and when it expires</h2>
+ * Once per bucket, in {@code <key-prefix>{<bucket>}:retuned}, with the configuration it was made for
+ * ({@code cfg}); it never expires, and a call made with another configuration deletes it (a restart
+ * with a different configuration drops the retune). The buckets of keys have no retune record of
+ * their own: their hashes, {@code <key-prefix>{<bucket>:<key>}}, expire when full like any bucket's,
+ * so an idle key leaves nothing in Redis, and a key that comes back gets the template's settings in
+ * force.
+ *
+ * <h2>How the buckets read it</h2>
+ * The bucket itself and its overflow bucket ({@code <key-prefix>{<bucket>}:overflow}, the same hash
+ * tag) read the record in every call of the script. A key's hash is in another Redis Cluster hash slot,
+ * so a call on it cannot read the record: it passes the settings in force as arguments, as this
+ * instance last read them. They are read again (the script's {@code tune} mode on the bucket's keys),
+ * without making anyone wait, by the first key's call that finds them older than
+ * {@value #REFRESH_MILLIS} ms; a key's call that finds them older than {@value #STALE_MILLIS} ms waits
+ * for that read (at most the bucket's timeout, and not at all while the bucket runs on its failure
+ * policy). Every reply of the bucket's own or overflow calls counts as a read. So a key's call never
+ * uses settings read more than {@value #STALE_MILLIS} ms before it: a retune reaches every key of
+ * every instance within one second (contract revision 2), and an idle instance reads nothing.
+ */
+final class TemplateTune {
+
+	/** Age of the settings after which a key's call reads them again, without waiting for the read. */
+	static final long REFRESH_MILLIS = 400;
+
+	/** Age of the settings after which a key's call waits for them to be read again (under a second). */
+	static final long STALE_MILLIS = 800;
+
+	private static final long REFRESH_NANOS = TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS);
+
+	private static final long STALE_NANOS = TimeUnit.MILLISECONDS.toNanos(STALE_MILLIS);
+
+	private final String bucket;
+
+	private final Settings configured;
+
+	private final String templateKey;
+
+	/** The bucket's own keys, {@code <key-prefix>{<bucket>}} and its companions. */
+	private final String[] keys;
+
+	private final ScriptConnection connection;
+
+	private final long timeoutNanos;
+
+	private final LongSupplier clock;
+
+	private final AtomicReference<@Nullable CompletableFuture<Void>> reading = new AtomicReference<>();
+
+	private volatile Settings current;
+
+	/** When the call whose reply gave {@link #current} was sent; meaningful once {@link #known}. */
+	private volatile long readNanos;
+
+	private volatile boolean known;
+
+	TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
+			long timeoutNanos, LongSupplier clock) {
+		this.bucket = bucket;
+		this.configured = configured;
+		this.current = configured;
+		this.templateKey = templateKey;
+		this.keys = BucketScript.keys(templateKey);
+		this.connection = connection;
+		this.timeoutNanos = timeoutNanos;
+		this.clock = clock;
+	}
+
+	/** @return the settings as configured on this instance (the script compares a retune's with them) */
+	Settings configured() {
+		return this.configured;
+	}
+
+	/** @return the key of the template's own hash, {@code <key-prefix>{<bucket>}} */
+	String templateKey() {
+		return this.templateKey;
+	}
+
+	/** @return the settings in force as this instance last read them */
+	Settings current() {
+		return this.current;
+	}
+
+	/**
+	 * Takes on the retune a reply of the script on the bucket's or its overflow bucket's keys carries,
+	 * unless a call sent later has been answered already.
+	 *
+	 * @param reply the reply
+	 * @param sentNanos when its call was sent
+	 */
+	synchronized void adopt(Reply reply, long sentNanos) {
+		if (this.known && sentNanos - this.readNanos < 0) {
+			return;
+		}
+		try {
+			this.current = this.configured.inEffect(reply, this.current, this.bucket);
+		}
+		catch (IllegalArgumentException ex) {
+			// a retune this instance cannot hold exactly: it keeps its settings
+		}
+		this.readNanos = sentNanos;
+		this.known = true;
+	}
+
+	/**
+	 * The settings for a call on a key's bucket now: read again in the background when older than
+	 * {@value #REFRESH_MILLIS} ms.
+	 *
+	 * @param now the time, on the buckets' clock
+	 * @return the settings, or {@code null} when they are older than {@value #STALE_MILLIS} ms (or were
+	 *         never read): wait for {@link #read()}, then use {@link #current()}
+	 */
+	@Nullable Settings forKey(long now) {
+		boolean read = this.known;
+		long age = now - this.readNanos;
+		if (!read || age >= REFRESH_NANOS) {
+			read();
+		}
+		return (read && age < STALE_NANOS) ? this.current : null;
+	}
+
+	/**
+	 * Reads the retune in force (one read at a time: a read under way is joined).
+	 *
+	 * @return completes when the read has been answered, failed or timed out (never exceptionally)
+	 */
+	CompletableFuture<Void> read() {
+		for (;;) {
+			CompletableFuture<Void> running = this.reading.get();
+			if (running != null) {
+				return running;
+			}
+			CompletableFuture<Void> next = new CompletableFuture<>();
+			if (this.reading.compareAndSet(null, next)) {
+				start(next);
+				return next;
+			}
+		}
+	}
+
+	private void start(CompletableFuture<Void> done) {
+		long sent = this.clock.getAsLong();
+		CompletableFuture<List<Object>> reply;
+		try {
+			reply = this.connection.run(this.keys, Settings.arguments(this.configured, Mode.TUNE, 0, 0, "", null));
+		}
+		catch (RuntimeException ex) {
+			reply = CompletableFuture.failedFuture(ex);
+		}
+		reply.orTimeout(this.timeoutNanos, TimeUnit.NANOSECONDS).whenComplete((values, ex) -> {
+			if (ex == null) {
+				try {
+					adopt(Reply.of(values), sent);
+				}
+				catch (RuntimeException bad) {
+					// not a reply of the script: the settings stay as they were
+				}
+			}
+			// a failed read changes nothing: the next key's call reads again
+			this.reading.set(null);
+			done.complete(null);
+		});
+	}
+
+	@Override
+	public String toString() {
+		return "TemplateTune '" + this.bucket + "' [" + this.current + "]";
+	}
+}
