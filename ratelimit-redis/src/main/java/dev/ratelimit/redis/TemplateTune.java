@@ -9,6 +9,8 @@ import java.util.function.LongSupplier;
 import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
+import org.apache.commons.logging.Log;
+import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -37,6 +39,8 @@ import org.jspecify.annotations.Nullable;
  * every instance within one second (contract revision 2), and an idle instance reads nothing.
  */
 final class TemplateTune {
+
+	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
 
 	/** Age of the settings after which a key's call reads them again, without waiting for the read. */
 	static final long REFRESH_MILLIS = 400;
@@ -71,6 +75,9 @@ final class TemplateTune {
 	private volatile long readNanos;
 
 	private volatile boolean known;
+
+	/** Whether a retune this instance cannot hold has been logged. */
+	private boolean warned;
 
 	TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
 			long timeoutNanos, LongSupplier clock) {
@@ -114,7 +121,12 @@ final class TemplateTune {
 			this.current = this.configured.inEffect(reply, this.current, this.bucket);
 		}
 		catch (IllegalArgumentException ex) {
-			// a retune this instance cannot hold exactly: it keeps its settings
+			// a retune this instance cannot hold exactly: it keeps its settings, and says so once
+			if (!this.warned) {
+				this.warned = true;
+				logger.warn("Rate limit bucket '" + this.bucket + "' keeps its settings: the retune stored in Redis "
+						+ "cannot be applied on this instance (" + ex.getMessage() + ")");
+			}
 		}
 		this.readNanos = sentNanos;
 		this.known = true;

@@ -53,6 +53,23 @@ class RedisTokenBucketTests {
 		assertThat(bucket.snapshot().rejected()).isEqualTo(1);
 	}
 
+	/**
+	 * 2 tokens per 3 s: a token taken from a full bucket is back 1.5 s after the take, whatever instant
+	 * the snapshot is taken at; counting whole tokens would say 1.5 s at any instant of that time.
+	 */
+	@Test
+	void untilFullCountsThePartOfTheNextTokenAlreadyMade() {
+		RedisTokenBucket bucket = RedisTokenBucket.builder().name("until-full").connectionFactory(client())
+			.rate(2, Duration.ofSeconds(3)).limit(2).build();
+		assertThat(bucket.snapshot().untilFull()).isZero();
+		long start = System.nanoTime();
+		assertThat(bucket.tryAcquire(1)).isTrue();
+		Duration untilFull = bucket.snapshot().untilFull();
+		Duration elapsed = Duration.ofNanos(System.nanoTime() - start);
+		assertThat(untilFull).isLessThan(Duration.ofMillis(1500))
+			.isGreaterThanOrEqualTo(Duration.ofMillis(1499).minus(elapsed));
+	}
+
 	@Test
 	void aCallerWaitsLocallyForTheTimeRedisComputedInOneRoundTrip() throws InterruptedException {
 		RedisTokenBucket bucket = bucket("wait", 50, 1).build();
