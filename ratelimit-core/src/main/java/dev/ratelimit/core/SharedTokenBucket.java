@@ -552,9 +552,11 @@ public final class SharedTokenBucket implements RateLimiter {
 		long now;
 		long pending = 0;
 		synchronized (this.lock) {
+			// the tail before the clock: every grab it shows read the clock before moving it, so none is
+			// later than now (read the other way, a grab after the clock read shows as tokens owed)
+			tl = (long) TAIL.getVolatile(this);
 			now = now();
 			s = foldReached(now);
-			tl = (long) TAIL.getVolatile(this);
 			cap = this.ceil;
 			for (Claim claim : this.sleepers) {
 				pending += claim.tokens();
