@@ -1,9 +1,10 @@
 package dev.ratelimit.spring;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.Iterator;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Consumer;
@@ -62,6 +63,17 @@ public final class KeyedBuckets {
 	private static final long EPOCH = 1L << 20;
 
 	private static final long RETIRED = -1;
+
+	private static final VarHandle STATE;
+
+	static {
+		try {
+			STATE = MethodHandles.lookup().findVarHandle(Entry.class, "state", long.class);
+		}
+		catch (ReflectiveOperationException ex) {
+			throw new ExceptionInInitializerError(ex);
+		}
+	}
 
 	private final int max;
 
@@ -280,7 +292,7 @@ public final class KeyedBuckets {
 	 */
 	public @Nullable RateLimiter find(String key) {
 		for (Entry entry : this.entries.values()) {
-			if (String.valueOf(entry.key).equals(key) && entry.state.get() != RETIRED) {
+			if (String.valueOf(entry.key).equals(key) && entry.state != RETIRED) {
 				return entry.limiter;
 			}
 		}
@@ -294,7 +306,8 @@ public final class KeyedBuckets {
 
 		final RateLimiter limiter;
 
-		final AtomicLong state = new AtomicLong();
+		/** Users and epoch, or {@link #RETIRED}; a field of the entry itself (no second object to reach on a pin). */
+		volatile long state;
 
 		volatile int generation;
 
@@ -311,12 +324,12 @@ public final class KeyedBuckets {
 
 		boolean pin() {
 			for (;;) {
-				long s = this.state.get();
+				long s = this.state;
 				if (s == RETIRED) {
 					return false;
 				}
 				long next = ((s + EPOCH) & ~USERS & Long.MAX_VALUE) | ((s & USERS) + 1);
-				if (this.state.compareAndSet(s, next)) {
+				if (STATE.compareAndSet(this, s, next)) {
 					return true;
 				}
 			}
@@ -324,15 +337,15 @@ public final class KeyedBuckets {
 
 		/** Ends the pin taken by {@link KeyedBuckets#pin}: the grab is done. */
 		public void unpin() {
-			this.state.decrementAndGet();
+			STATE.getAndAdd(this, -1L);
 		}
 
 		boolean retireIfIdle() {
-			long s = this.state.get();
+			long s = this.state;
 			if (s == RETIRED || (s & USERS) != 0 || !this.limiter.isIdle()) {
 				return false;
 			}
-			return this.state.compareAndSet(s, RETIRED);
+			return STATE.compareAndSet(this, s, RETIRED);
 		}
 
 		synchronized void catchUp() {
