@@ -48,26 +48,23 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
-		RedisTokenBucket.Builder builder = builder(bucket, stats).perKey((key != null) ? key : "");
-		TemplateTune tune = this.tunes.get(bucket.name());
+		return build(builder(bucket, stats).perKey((key != null) ? key : ""), bucket.name());
+	}
+
+	@Override
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
+		return build(builder(bucket, stats), bucket.name());
+	}
+
+	/** Builds a bucket that shares the settings in force of every bucket of that name made here. */
+	private RedisTokenBucket build(RedisTokenBucket.Builder builder, String name) {
+		TemplateTune tune = this.tunes.get(name);
 		if (tune != null) {
 			return builder.tune(tune).build();
 		}
 		// no bucket of that name made here first (not the starter's order): this one's settings start it
 		RedisTokenBucket made = builder.build();
-		this.tunes.putIfAbsent(bucket.name(), made.tune());
-		return made;
-	}
-
-	@Override
-	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
-		RedisTokenBucket.Builder builder = builder(bucket, stats);
-		TemplateTune tune = this.tunes.get(bucket.name());
-		if (tune != null) {
-			return builder.tune(tune).build();
-		}
-		RedisTokenBucket made = builder.build();
-		this.tunes.putIfAbsent(bucket.name(), made.tune());
+		this.tunes.putIfAbsent(name, made.tune());
 		return made;
 	}
 
