@@ -124,7 +124,11 @@ public final class RateLimitHeaders {
 	}
 
 	/**
-	 * The refusing bucket's level, for a 429's fields.
+	 * The refusing bucket's level, for a 429's fields. The contract gives the fields of "the bucket
+	 * closest to refusing"; on a 429 that is read as the bucket that refused (the one the problem detail
+	 * names, whose wait was longest), so that the fields say why the request was refused and agree with
+	 * {@code Retry-After}, even when another of the request's buckets has fewer tokens left but enough
+	 * for its own cost.
 	 *
 	 * @param limits the rules' buckets
 	 * @param keys each bucket's key
