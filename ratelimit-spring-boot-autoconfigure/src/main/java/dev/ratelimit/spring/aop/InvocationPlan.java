@@ -4,7 +4,9 @@ import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
@@ -334,7 +336,7 @@ final class InvocationPlan {
 		Call call = new Call(this.limits, tokens, keys);
 		RateLimitExceededException worst = null;
 		Limit refusing = null;
-		java.util.Set<String> refusingBuckets = null;
+		Set<String> refusingBuckets = null;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < count; i++) {
@@ -347,7 +349,7 @@ final class InvocationPlan {
 				}
 				catch (RateLimitExceededException ex) {
 					if (refusingBuckets == null) {
-						refusingBuckets = new java.util.LinkedHashSet<>();
+						refusingBuckets = new LinkedHashSet<>();
 					}
 					refusingBuckets.add(limit.bucket);
 					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {

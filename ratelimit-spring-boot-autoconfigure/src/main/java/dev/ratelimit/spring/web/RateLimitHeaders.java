@@ -3,6 +3,8 @@ package dev.ratelimit.spring.web;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.time.Duration;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiterSnapshot;
@@ -88,7 +90,7 @@ public final class RateLimitHeaders {
 		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset, untilFull);
 	}
 
-	private static final java.util.regex.Pattern REMAINING = java.util.regex.Pattern.compile(";r=([0-9]+);t=([0-9]+)");
+	private static final Pattern REMAINING = Pattern.compile(";r=([0-9]+);t=([0-9]+)");
 
 	/**
 	 * The level a {@code RateLimit} value already on a response gives (a web rule's), to compare with.
@@ -100,7 +102,7 @@ public final class RateLimitHeaders {
 		if (value == null) {
 			return null;
 		}
-		java.util.regex.Matcher matcher = REMAINING.matcher(value);
+		Matcher matcher = REMAINING.matcher(value);
 		if (!matcher.find()) {
 			return null;
 		}
