@@ -32,6 +32,9 @@ class FailureDetectorModelTests {
 
 	private static final long MS = TimeUnit.MILLISECONDS.toNanos(1);
 
+	/** Rule 1, and the contract's "several failed or timed-out calls in a row": the model's own number. */
+	private static final int FAILURES_TO_TRIP = 4;
+
 	private static final long MIN_BACKOFF = 100 * MS;
 
 	private static final long MAX_BACKOFF = 5000 * MS;
@@ -470,7 +473,7 @@ class FailureDetectorModelTests {
 					this.downUntil = now + backoff;
 				}
 			}
-			if (!this.down && counts && this.failures >= FailureDetector.FAILURES_TO_TRIP) {
+			if (!this.down && counts && this.failures >= FAILURES_TO_TRIP) {
 				this.down = true;
 				this.failedProbes = 0;
 				this.downUntil = now + MIN_BACKOFF;
