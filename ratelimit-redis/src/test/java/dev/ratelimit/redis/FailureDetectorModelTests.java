@@ -1,0 +1,526 @@
+package dev.ratelimit.redis;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.SplittableRandom;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
+import dev.ratelimit.redis.BucketScript.Reply;
+import dev.ratelimit.spring.BackendHealth.Outcome;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Model-based tests of {@link FailureDetector}: seeded random sequences of sends, replies, failures,
+ * timeouts found by callers, late replies, discards and clock moves, on a fake clock, each step checked
+ * against a reference state machine written from the class's rules 1-4 and the contract's Redis
+ * section (the failure policy is for Redis being down, never for load; the way back is by itself).
+ *
+ * <p>Replay one sequence with {@code -Dmodel.seed=<seed>}; {@code -Dmodel.runs=<n>} changes how many
+ * sequences a run tries (each failure prints its seed and its trace).
+ */
+class FailureDetectorModelTests {
+
+	private static final long MS = TimeUnit.MILLISECONDS.toNanos(1);
+
+	/** Rule 1, and the contract's "several failed or timed-out calls in a row": the model's own number. */
+	private static final int FAILURES_TO_TRIP = 4;
+
+	private static final long MIN_BACKOFF = 100 * MS;
+
+	private static final long MAX_BACKOFF = 5000 * MS;
+
+	private final ListAppender<ILoggingEvent> log = new ListAppender<>();
+
+	private final Logger logger = (Logger) LoggerFactory.getLogger(RedisTokenBucket.class);
+
+	private Level level;
+
+	@BeforeEach
+	void captureLog() {
+		this.level = this.logger.getLevel();
+		this.logger.setLevel(Level.INFO);
+		this.logger.setAdditive(false); // thousands of switches: kept here, not printed
+		this.log.start();
+		this.logger.addAppender(this.log);
+	}
+
+	@AfterEach
+	void releaseLog() {
+		this.logger.detachAppender(this.log);
+		this.logger.setLevel(this.level);
+		this.logger.setAdditive(true);
+	}
+
+	@Test
+	void randomSequencesFollowTheModel() {
+		Long fixed = Long.getLong("model.seed");
+		int runs = (fixed != null) ? 1 : Integer.getInteger("model.runs", 10000);
+		long base = (fixed != null) ? fixed : new SplittableRandom().nextLong();
+		long steps = 0;
+		long started = System.nanoTime();
+		for (int i = 0; i < runs; i++) {
+			long seed = base + i;
+			Run run = new Run(seed);
+			try {
+				run.play();
+			}
+			catch (Throwable ex) {
+				throw new AssertionError("Model run failed, replay with -Dmodel.seed=" + seed + "\n" + ex.getMessage()
+						+ "\ntrace:\n" + String.join("\n", run.trace), ex);
+			}
+			steps += run.steps;
+			this.log.list.clear();
+		}
+		System.out.printf("FailureDetector model: %d sequences, %d steps, %d ms (first seed %d)%n", runs, steps,
+				TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), base);
+	}
+
+	/** One call as the model sees it. */
+	static final class ModelCall {
+
+		final int id;
+
+		final long sent;
+
+		final boolean probe;
+
+		final CompletableFuture<java.util.List<Object>> future;
+
+		final FailureDetector.Call call;
+
+		/** 0 pending, 1 ok, 2 failed. */
+		int state;
+
+		boolean futureDone;
+
+		long code = -1;
+
+		boolean validReply;
+
+		boolean decided;
+
+		boolean discarded;
+
+		/** Whether the caller took the grant (it then never discards the call). */
+		boolean taken;
+
+		int givenBack;
+
+		ModelCall(int id, long sent, boolean probe, CompletableFuture<List<Object>> future, FailureDetector.Call call) {
+			this.id = id;
+			this.sent = sent;
+			this.probe = probe;
+			this.future = future;
+			this.call = call;
+		}
+
+		@Override
+		public String toString() {
+			return "#" + this.id + (this.probe ? "(probe)" : "");
+		}
+
+	}
+
+	final class Run {
+
+		final long seed;
+
+		final SplittableRandom random;
+
+		final List<String> trace = new ArrayList<>();
+
+		final String bucket;
+
+		final long timeout;
+
+		final long[] clock = new long[1];
+
+		final FailureDetector detector;
+
+		final List<String> outcomes = new ArrayList<>();
+
+		final List<String> replies = new ArrayList<>();
+
+		final List<ModelCall> calls = new ArrayList<>();
+
+		/** Calls whose give-back (late reply, or a discarded call's reply) ran, by id. */
+		final List<Integer> givenBack = new ArrayList<>();
+
+		int steps;
+
+		// the reference state
+		boolean down;
+
+		long downUntil;
+
+		int failures;
+
+		long lastCounted;
+
+		int failedProbes;
+
+		boolean probing;
+
+		int warns;
+
+		int infos;
+
+		String lastError;
+
+		final List<String> expectedOutcomes = new ArrayList<>();
+
+		final List<String> expectedReplies = new ArrayList<>();
+
+		// what the next command does
+		int nextCommand;
+
+		CompletableFuture<List<Object>> nextFuture;
+
+		Run(long seed) {
+			this.seed = seed;
+			this.random = new SplittableRandom(seed);
+			this.bucket = "model-" + seed;
+			long[] timeouts = { MS, 10 * MS, 50 * MS, 100 * MS, 500 * MS, 2000 * MS };
+			this.timeout = timeouts[this.random.nextInt(timeouts.length)];
+			// nanoTime may be anywhere, and may wrap
+			this.clock[0] = this.random.nextBoolean() ? this.random.nextLong()
+					: Long.MAX_VALUE - this.random.nextLong(10_000 * MS);
+			this.detector = new FailureDetector(this.bucket, "LOCAL", this.timeout, () -> this.clock[0],
+					(reply, sent) -> this.replies.add(reply.code() + "@" + sent));
+			this.detector.addListener((outcome, nanos) -> this.outcomes.add(outcome + ":" + nanos));
+			this.trace.add("timeout=" + this.timeout + "ns start=" + this.clock[0]);
+		}
+
+		long now() {
+			return this.clock[0];
+		}
+
+		void play() {
+			int n = 20 + this.random.nextInt(200);
+			for (this.steps = 0; this.steps < n; this.steps++) {
+				step();
+				check();
+			}
+		}
+
+		List<ModelCall> where(java.util.function.Predicate<ModelCall> test) {
+			List<ModelCall> found = new ArrayList<>();
+			for (ModelCall c : this.calls) {
+				if (test.test(c)) {
+					found.add(c);
+				}
+			}
+			return found;
+		}
+
+		ModelCall pick(List<ModelCall> from) {
+			return from.get(this.random.nextInt(from.size()));
+		}
+
+		void step() {
+			int action = this.random.nextInt(100);
+			if (action < 18) {
+				advance();
+			}
+			else if (action < 38) {
+				send();
+			}
+			else if (action < 52) {
+				List<ModelCall> open = where((c) -> !c.futureDone);
+				if (!open.isEmpty()) {
+					reply(pick(open));
+				}
+			}
+			else if (action < 60) {
+				List<ModelCall> open = where((c) -> !c.futureDone);
+				if (!open.isEmpty()) {
+					fail(pick(open), "RedisConnectionException");
+				}
+			}
+			else if (action < 78) {
+				List<ModelCall> held = where((c) -> !c.discarded && c.state == 0);
+				if (!held.isEmpty()) {
+					checkSettled(pick(held));
+				}
+			}
+			else if (action < 83) {
+				List<ModelCall> held = where((c) -> !c.discarded
+						&& (c.futureDone || c.state != 0 || now() - c.sent >= this.timeout));
+				if (!held.isEmpty()) {
+					await(pick(held));
+				}
+			}
+			else if (action < 88) {
+				// a caller gives up whenever it likes, unaware of a late reply given back already
+				List<ModelCall> held = where((c) -> !c.discarded && !c.taken);
+				if (!held.isEmpty()) {
+					discard(pick(held));
+				}
+			}
+			else if (action < 93) {
+				List<ModelCall> held = where(
+						(c) -> !c.discarded && c.state == 1 && c.code == Reply.GRANTED && !c.taken);
+				if (!held.isEmpty()) {
+					take(pick(held));
+				}
+			}
+			else if (action < 97) {
+				// a stall ends: Redis answers every call out, in the order they were sent
+				this.trace.add("stall ends");
+				for (ModelCall c : where((c) -> !c.futureDone)) {
+					reply(c);
+				}
+			}
+			else {
+				// the connection drops: every call out fails
+				this.trace.add("connection drops");
+				for (ModelCall c : where((c) -> !c.futureDone)) {
+					fail(c, "RedisConnectionException");
+				}
+			}
+		}
+
+		void advance() {
+			long by = switch (this.random.nextInt(6)) {
+				case 0 -> 0;
+				case 1 -> 1;
+				case 2 -> this.random.nextLong(this.timeout / 4 + 1);
+				case 3 -> this.timeout - 1 + this.random.nextInt(3);
+				case 4 -> this.random.nextLong(2 * this.timeout + 1);
+				default -> (this.random.nextBoolean() || !this.down) ? this.random.nextLong(6000 * MS)
+						: Math.max(this.downUntil - now(), 0) + this.random.nextInt(3) - 1;
+			};
+			by = Math.max(by, 0);
+			this.clock[0] += by;
+			this.trace.add("advance " + by + " -> " + now());
+		}
+
+		void send() {
+			int kind = this.random.nextInt(100);
+			long now = now();
+			// the reference: in a back-off, nothing is sent; after it, exactly one probe at a time
+			boolean expectSent;
+			boolean probe = false;
+			if (this.down) {
+				expectSent = now - this.downUntil >= 0 && !this.probing;
+				probe = expectSent;
+			}
+			else {
+				expectSent = true;
+			}
+			this.nextFuture = new CompletableFuture<>();
+			int[] commands = { 0 };
+			int id = this.calls.size();
+			FailureDetector.Call call = this.detector.send(() -> {
+				commands[0]++;
+				if (kind < 4) {
+					throw new IllegalStateException("not connected");
+				}
+				if (kind < 7) {
+					return CompletableFuture.failedFuture(new IllegalStateException("closed"));
+				}
+				return this.nextFuture;
+			}, (reply) -> this.givenBack.add(id));
+			this.trace.add("send -> " + ((call != null) ? "#" + id + (probe ? " probe" : "") : "null") + " kind=" + kind);
+			assertThat(call != null).as("send returned a call (down=%s, downUntil=%s, probing=%s, now=%s)", this.down,
+					this.downUntil, this.probing, now).isEqualTo(expectSent);
+			assertThat(commands[0]).as("commands run by send").isEqualTo(expectSent ? 1 : 0);
+			if (call == null) {
+				return;
+			}
+			if (probe) {
+				this.probing = true;
+			}
+			ModelCall c = new ModelCall(id, now, probe, (kind < 7) ? null : this.nextFuture, call);
+			this.calls.add(c);
+			if (kind < 4) {
+				c.futureDone = true;
+				failed(c, Outcome.ERROR, "IllegalStateException: not connected");
+			}
+			else if (kind < 7) {
+				c.futureDone = true;
+				failed(c, Outcome.ERROR, "IllegalStateException: closed");
+			}
+		}
+
+		void reply(ModelCall c) {
+			int kind = this.random.nextInt(100);
+			long code = (kind < 50) ? Reply.GRANTED : (kind < 75) ? Reply.REFUSED : Reply.AWAITING_RELEASE;
+			boolean valid = kind < 97;
+			this.trace.add("reply " + c + (valid ? " code=" + code : " invalid"));
+			List<Object> values = valid ? List.of(code, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L) : List.of("junk");
+			c.futureDone = true;
+			c.code = valid ? code : -1;
+			c.validReply = valid;
+			// the reference, before completing: the completion runs the class at once
+			if (!valid) {
+				if (c.state == 0) {
+					failed(c, Outcome.ERROR, null);
+				}
+			}
+			else {
+				this.expectedReplies.add(code + "@" + c.sent);
+				if (c.state == 0) {
+					c.state = 1;
+					succeeded(c);
+					if (c.discarded) {
+						giveBack(c);
+					}
+				}
+				else {
+					giveBack(c); // a late reply
+				}
+			}
+			c.future.complete(values);
+		}
+
+		void fail(ModelCall c, String error) {
+			this.trace.add("fail " + c);
+			c.futureDone = true;
+			if (c.state == 0) {
+				failed(c, Outcome.ERROR, "IllegalStateException: " + error);
+			}
+			c.future.completeExceptionally(new IllegalStateException(error));
+		}
+
+		void checkSettled(ModelCall c) {
+			long now = now();
+			boolean expect = c.state != 0 || now - c.sent >= this.timeout;
+			this.trace.add("isSettled " + c + " -> expect " + expect);
+			if (c.state == 0 && expect) {
+				timedOut(c);
+			}
+			assertThat(c.call.isSettled(now)).as("isSettled of %s", c).isEqualTo(expect);
+		}
+
+		void await(ModelCall c) {
+			this.trace.add("await " + c);
+			if (c.state == 0) {
+				timedOut(c);
+			}
+			Reply reply = c.call.awaitUninterruptibly();
+			assertThat(reply != null).as("await of %s has a reply", c).isEqualTo(c.state == 1);
+			if (reply != null) {
+				assertThat(reply.code()).isEqualTo(c.code);
+			}
+		}
+
+		void discard(ModelCall c) {
+			this.trace.add("discard " + c);
+			c.discarded = true;
+			if (c.futureDone && c.validReply) {
+				giveBack(c);
+			}
+			c.call.discard();
+		}
+
+		void take(ModelCall c) {
+			this.trace.add("take " + c);
+			boolean expect = !c.decided;
+			c.decided = true;
+			c.taken = true;
+			assertThat(c.call.take()).as("take of %s", c).isEqualTo(expect);
+		}
+
+		void giveBack(ModelCall c) {
+			if ((c.code == Reply.GRANTED || c.code == Reply.AWAITING_RELEASE) && !c.decided) {
+				c.decided = true;
+				c.givenBack++;
+			}
+		}
+
+		void timedOut(ModelCall c) {
+			// the class names the timeout by the duration; only the outcome matters here
+			failed(c, Outcome.TIMEOUT, null);
+		}
+
+		void succeeded(ModelCall c) {
+			this.failures = 0;
+			if (c.probe) {
+				this.probing = false;
+			}
+			if (this.down) {
+				this.down = false;
+				this.infos++;
+			}
+			this.lastError = null;
+			this.expectedOutcomes.add(Outcome.OK + ":" + (now() - c.sent));
+		}
+
+		void failed(ModelCall c, Outcome outcome, String error) {
+			long now = now();
+			c.state = 2;
+			this.lastError = error;
+			// in a row: sent after the last counted failure was seen
+			boolean counts = this.failures == 0 || c.sent - this.lastCounted >= 0;
+			if (counts) {
+				this.failures++;
+				this.lastCounted = now;
+			}
+			if (c.probe) {
+				this.probing = false;
+				if (this.down) {
+					this.failedProbes++;
+					long backoff = MIN_BACKOFF;
+					for (int i = 0; i < this.failedProbes; i++) {
+						backoff = Math.min(backoff * 2, MAX_BACKOFF);
+					}
+					this.downUntil = now + backoff;
+				}
+			}
+			if (!this.down && counts && this.failures >= FAILURES_TO_TRIP) {
+				this.down = true;
+				this.failedProbes = 0;
+				this.downUntil = now + MIN_BACKOFF;
+				this.warns++;
+				this.trace.add("  (model trips)");
+			}
+			this.expectedOutcomes
+				.add(outcome + ":" + ((outcome == Outcome.TIMEOUT) ? this.timeout : now - c.sent));
+		}
+
+		void check() {
+			assertThat(this.outcomes).as("outcomes recorded (ok/timeout/error, nanos)")
+				.isEqualTo(this.expectedOutcomes);
+			assertThat(this.replies).as("replies told to the bucket").isEqualTo(this.expectedReplies);
+			assertThat(this.detector.isUp()).as("up gauge").isEqualTo(!this.down);
+			if (this.down) {
+				assertThat(this.detector.remainingBackoffNanos()).as("remaining back-off")
+					.isEqualTo(Math.max(this.downUntil - now(), 1));
+			}
+			for (ModelCall c : this.calls) {
+				long given = this.givenBack.stream().filter((id) -> id == c.id).count();
+				assertThat(given).as("give-backs of %s", c).isEqualTo(c.givenBack);
+			}
+			int warn = 0;
+			int info = 0;
+			for (ILoggingEvent event : FailureDetectorModelTests.this.log.list) {
+				if (!event.getFormattedMessage().contains("'" + this.bucket + "'")) {
+					continue;
+				}
+				if (event.getLevel() == Level.WARN) {
+					warn++;
+					assertThat(event.getFormattedMessage()).contains("local").contains("in a row");
+				}
+				else if (event.getLevel() == Level.INFO) {
+					info++;
+					assertThat(event.getFormattedMessage()).contains("back on Redis");
+				}
+			}
+			assertThat(warn).as("WARN switches to the policy").isEqualTo(this.warns);
+			assertThat(info).as("INFO switches back").isEqualTo(this.infos);
+		}
+
+	}
+
+}
