@@ -39,11 +39,12 @@ import org.jspecify.annotations.Nullable;
  * after the first timeout are answered when it ends, and any reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
  * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
  * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
- * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off.</li>
+ * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off (a
+ * probe past its timeout that its caller gave up on is failed by the next {@link #send}).</li>
  * <li>A switch to the policy is logged once at WARN, naming the bucket, the policy and the cause, and
  * the way back once at INFO.</li>
  * <li>A call is settled exactly once: by its reply, by its failure, or by the caller that found it
- * past its timeout. A reply that comes after its call was settled as a timeout is a late reply; the
+ * past its timeout (for a probe, also by the next {@link #send} that finds it so). A reply that comes after its call was settled as a timeout is a late reply; the
  * caller handles it (a late grant is given back).</li>
  * </ol>
  */
@@ -75,6 +76,9 @@ final class FailureDetector {
 	private final ObjLongConsumer<Reply> replies;
 
 	private final AtomicBoolean probing = new AtomicBoolean();
+
+	/** The probe sent last (settled or not): {@link #send} settles it by its timeout if nobody else does. */
+	private volatile @Nullable Call lastProbe;
 
 	private final AtomicInteger failures = new AtomicInteger();
 
@@ -126,7 +130,15 @@ final class FailureDetector {
 	@Nullable Call send(Supplier<CompletableFuture<List<Object>>> command, @Nullable Consumer<Reply> lateReply) {
 		boolean probe = false;
 		if (this.down) {
-			if (this.clock.getAsLong() - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
+			long now = this.clock.getAsLong();
+			Call out = this.lastProbe;
+			if (out != null) {
+				// a probe whose caller went away (discarded) is settled by nobody else: past its timeout it
+				// fails here, and the next back-off starts (rule 2), so the bucket never stays on its policy
+				// for as long as a call that is never answered stays open
+				out.isSettled(now);
+			}
+			if (now - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
 				return null;
 			}
 			probe = true;
@@ -138,7 +150,11 @@ final class FailureDetector {
 		catch (RuntimeException ex) {
 			future = CompletableFuture.failedFuture(ex);
 		}
-		return new Call(future, this.clock.getAsLong(), probe, lateReply);
+		Call call = new Call(future, this.clock.getAsLong(), probe, lateReply);
+		if (probe) {
+			this.lastProbe = call;
+		}
+		return call;
 	}
 
 	private void succeeded(Call call, long nanos) {

@@ -311,6 +311,15 @@ class FailureDetectorModelTests {
 			// the reference: in a back-off, nothing is sent; after it, exactly one probe at a time
 			boolean expectSent;
 			boolean probe = false;
+			if (this.down && this.probing) {
+				// a probe past its timeout is failed by the send (its caller may have gone away)
+				for (ModelCall c : this.calls) {
+					if (c.probe && c.state == 0 && now - c.sent >= this.timeout) {
+						this.trace.add("  (send times out " + c + ")");
+						timedOut(c);
+					}
+				}
+			}
 			if (this.down) {
 				expectSent = now - this.downUntil >= 0 && !this.probing;
 				probe = expectSent;
