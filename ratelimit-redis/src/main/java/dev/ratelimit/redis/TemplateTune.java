@@ -34,9 +34,12 @@ import org.jspecify.annotations.Nullable;
  * without making anyone wait, by the first key's call that finds them older than
  * {@value #REFRESH_MILLIS} ms; a key's call that finds them older than {@value #STALE_MILLIS} ms waits
  * for that read (at most the bucket's timeout, and not at all while the bucket runs on its failure
- * policy). Every reply of the bucket's own or overflow calls counts as a read. So a key's call never
- * uses settings read more than {@value #STALE_MILLIS} ms before it: a retune reaches every key of
- * every instance within one second (contract revision 2), and an idle instance reads nothing.
+ * policy). Every reply of the bucket's own or overflow calls counts as a read. So, while Redis answers,
+ * a key's call never uses settings read more than {@value #STALE_MILLIS} ms before it: a retune reaches
+ * every key of every instance within one second (contract revision 2), and an idle instance reads
+ * nothing. When the read fails or times out, the call goes on with the settings last read: Redis is then
+ * not answering, and the call itself meets the same fate (its failure counts, and the bucket's failure
+ * policy applies) or, if Redis answers it, the next call reads again.
  */
 final class TemplateTune {
 
