@@ -664,12 +664,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		private @Nullable Call call;
 
 		/** The read of the template's settings a key's claim waits for before it asks ({@code TUNING}). */
-		private @Nullable CompletableFuture<Void> tuning;
+		private @Nullable CompletableFuture<Boolean> tuning;
 
 		private long due;
 
 		/** Whether Redis holds tokens for this claim (to give back on cancel, to release on close). */
 		private boolean claimed;
+
+		/** Whether Redis holds this claim's ticket in the bucket's queue (capped, waiting for releases). */
+		private boolean queued;
 
 		private long nextAskNanos;
 
@@ -792,6 +795,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				this.phase = DUE;
 			}
 			else if (reply.code() == Reply.AWAITING_RELEASE) {
+				this.queued = true;
 				this.phase = RELEASES;
 				this.nextAskNanos = now + this.askIntervalNanos;
 				this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
@@ -860,7 +864,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				}
 				case RELEASES -> sendUnconditionally(Mode.LEAVE, 0, this.id);
 				case TUNING -> {
-					// nothing asked yet: nothing to give back
+					// a claim queued for releases asks again after a read: its ticket is still in the queue
+					if (this.queued) {
+						sendUnconditionally(Mode.LEAVE, 0, this.id);
+					}
 				}
 				default -> this.local.cancel();
 			}

@@ -2,6 +2,8 @@ package dev.ratelimit.redis;
 
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.LongSupplier;
@@ -37,9 +39,10 @@ import org.jspecify.annotations.Nullable;
  * policy). Every reply of the bucket's own or overflow calls counts as a read. So, while Redis answers,
  * a key's call never uses settings read more than {@value #STALE_MILLIS} ms before it: a retune reaches
  * every key of every instance within one second (contract revision 2), and an idle instance reads
- * nothing. When the read fails or times out, the call goes on with the settings last read: Redis is then
- * not answering, and the call itself meets the same fate (its failure counts, and the bucket's failure
- * policy applies) or, if Redis answers it, the next call reads again.
+ * nothing. When a read fails or times out, the calls go on with the settings last read, and none waits
+ * for a read again until one is answered (reads are retried after a back-off of 100 ms doubling to 5 s,
+ * said once at WARN and once at INFO when they are answered again): a template whose Redis node does not
+ * answer costs its keys' calls one wait of at most the timeout, once, not one per call.
  */
 final class TemplateTune {
 
@@ -54,6 +57,10 @@ final class TemplateTune {
 	private static final long REFRESH_NANOS = TimeUnit.MILLISECONDS.toNanos(REFRESH_MILLIS);
 
 	private static final long STALE_NANOS = TimeUnit.MILLISECONDS.toNanos(STALE_MILLIS);
+
+	private static final long MIN_READ_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
+
+	private static final long MAX_READ_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(5);
 
 	private final String bucket;
 
@@ -70,7 +77,15 @@ final class TemplateTune {
 
 	private final LongSupplier clock;
 
-	private final AtomicReference<@Nullable CompletableFuture<Void>> reading = new AtomicReference<>();
+	private final AtomicReference<@Nullable CompletableFuture<Boolean>> reading = new AtomicReference<>();
+
+	/** Whether the last read failed: then nobody waits for a read, and reads go after a back-off. */
+	private volatile boolean failing;
+
+	/** While failing: when the next read may go. */
+	private volatile long nextReadNanos;
+
+	private long readBackoffNanos = MIN_READ_BACKOFF_NANOS;
 
 	private volatile Settings current;
 
@@ -141,29 +156,33 @@ final class TemplateTune {
 	 *
 	 * @param now the time, on the buckets' clock
 	 * @return the settings, or {@code null} when they are older than {@value #STALE_MILLIS} ms (or were
-	 *         never read): wait for {@link #read()}, then use {@link #current()}
+	 *         never read) and the last read did not fail: wait for {@link #read()}, then use
+	 *         {@link #current()}
 	 */
 	@Nullable Settings forKey(long now) {
 		boolean read = this.known;
 		long age = now - this.readNanos;
-		if (!read || age >= REFRESH_NANOS) {
+		boolean failing = this.failing;
+		if ((!read || age >= REFRESH_NANOS) && (!failing || now - this.nextReadNanos >= 0)) {
 			read();
 		}
-		return (read && age < STALE_NANOS) ? this.current : null;
+		// while reads fail, nobody waits for one: the calls go on with the settings last read
+		return ((read && age < STALE_NANOS) || failing) ? this.current : null;
 	}
 
 	/**
 	 * Reads the retune in force (one read at a time: a read under way is joined).
 	 *
-	 * @return completes when the read has been answered, failed or timed out (never exceptionally)
+	 * @return completes when the read has been answered ({@code true}), or failed or timed out
+	 *         ({@code false}); never exceptionally
 	 */
-	CompletableFuture<Void> read() {
+	CompletableFuture<Boolean> read() {
 		for (;;) {
-			CompletableFuture<Void> running = this.reading.get();
+			CompletableFuture<Boolean> running = this.reading.get();
 			if (running != null) {
 				return running;
 			}
-			CompletableFuture<Void> next = new CompletableFuture<>();
+			CompletableFuture<Boolean> next = new CompletableFuture<>();
 			if (this.reading.compareAndSet(null, next)) {
 				start(next);
 				return next;
@@ -171,7 +190,7 @@ final class TemplateTune {
 		}
 	}
 
-	private void start(CompletableFuture<Void> done) {
+	private void start(CompletableFuture<Boolean> done) {
 		long sent = this.clock.getAsLong();
 		CompletableFuture<List<Object>> reply;
 		try {
@@ -181,18 +200,55 @@ final class TemplateTune {
 			reply = CompletableFuture.failedFuture(ex);
 		}
 		reply.orTimeout(this.timeoutNanos, TimeUnit.NANOSECONDS).whenComplete((values, ex) -> {
-			if (ex == null) {
+			Throwable failure = ex;
+			if (failure == null) {
 				try {
 					adopt(Reply.of(values), sent);
 				}
 				catch (RuntimeException bad) {
-					// not a reply of the script: the settings stay as they were
+					failure = bad; // not a reply of the script: the settings stay as they were
 				}
 			}
-			// a failed read changes nothing: the next key's call reads again
+			boolean answered = failure == null;
+			readDone(answered, answered ? null : failure);
 			this.reading.set(null);
-			done.complete(null);
+			done.complete(answered);
 		});
+	}
+
+	/**
+	 * A failed read changes nothing: the keys go on with the settings last read, nobody waits for a read
+	 * until one is answered again, and the next read goes after a back-off (100 ms doubling to 5 s), so
+	 * a template that Redis does not answer costs the keys' calls no waiting. Said once at WARN, and
+	 * once at INFO when reads are answered again.
+	 */
+	private synchronized void readDone(boolean answered, @Nullable Throwable failure) {
+		if (answered) {
+			if (this.failing) {
+				this.failing = false;
+				logger.info("Rate limit bucket '" + this.bucket + "': the settings of its keys are read from Redis again");
+			}
+			this.readBackoffNanos = MIN_READ_BACKOFF_NANOS;
+			return;
+		}
+		this.nextReadNanos = this.clock.getAsLong() + this.readBackoffNanos;
+		this.readBackoffNanos = Math.min(this.readBackoffNanos * 2, MAX_READ_BACKOFF_NANOS);
+		if (!this.failing) {
+			this.failing = true;
+			logger.warn("Rate limit bucket '" + this.bucket + "': the settings of its keys cannot be read from Redis ("
+					+ describe(failure) + "); the keys go on with the settings last read, without waiting for a read");
+		}
+	}
+
+	private static String describe(@Nullable Throwable failure) {
+		Throwable cause = failure;
+		while (cause instanceof CompletionException && cause.getCause() != null) {
+			cause = cause.getCause();
+		}
+		if (cause == null || cause instanceof TimeoutException) {
+			return "no answer within the timeout";
+		}
+		return cause.getClass().getSimpleName() + ": " + cause.getMessage();
 	}
 
 	@Override

@@ -86,7 +86,7 @@ class TemplateTuneTests {
 		this.clock[0] = start + 800 * MS;
 		assertThat(tune.forKey(this.clock[0])).isNull();
 		assertThat(this.redis.tunes()).hasSize(2);
-		CompletableFuture<Void> read = tune.read();
+		CompletableFuture<Boolean> read = tune.read();
 		assertThat(read).isNotDone();
 		Settings second = settings(7, 4);
 		this.redis.tunes().get(1).complete(replyOf(second));
@@ -132,7 +132,7 @@ class TemplateTuneTests {
 	}
 
 	@Test
-	void aFailedReadChangesNothingAndTheNextCallReadsAgain() {
+	void aFailedReadChangesNothingNobodyWaitsAndTheNextReadGoesAfterABackOff() {
 		TemplateTune tune = tune();
 		long start = this.clock[0];
 		Settings own = settings(5, 2);
@@ -141,8 +141,25 @@ class TemplateTuneTests {
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
 		this.redis.tunes().get(0).completeExceptionally(new IllegalStateException("down"));
 		assertThat(tune.current()).isEqualTo(own);
+		// failing: no read for 100 ms, and no call waits for one, however old the settings
+		this.clock[0] += 99 * MS;
+		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
+		assertThat(this.redis.tunes()).hasSize(1);
+		this.clock[0] += MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
 		assertThat(this.redis.tunes()).hasSize(2);
+		// failing again: the back-off doubles
+		this.redis.tunes().get(1).completeExceptionally(new IllegalStateException("down"));
+		this.clock[0] += 199 * MS;
+		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
+		assertThat(this.redis.tunes()).hasSize(2);
+		this.clock[0] += MS;
+		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
+		assertThat(this.redis.tunes()).hasSize(3);
+		// answered: the settings are fresh, and a call waits again once they are 800 ms old
+		this.redis.tunes().get(2).complete(replyOf(own));
+		this.clock[0] += 800 * MS;
+		assertThat(tune.forKey(this.clock[0])).isNull();
 	}
 
 	@Test

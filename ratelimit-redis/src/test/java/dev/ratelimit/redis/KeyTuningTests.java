@@ -1,0 +1,175 @@
+package dev.ratelimit.redis;
+
+import java.lang.reflect.Proxy;
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import dev.ratelimit.core.Rate;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.redis.BucketScript.Settings;
+import io.lettuce.core.RedisFuture;
+import io.lettuce.core.api.StatefulConnection;
+import io.lettuce.core.api.StatefulRedisConnection;
+import io.lettuce.core.api.async.RedisAsyncCommands;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A key's bucket when the template's settings are stale: its claims wait for a read ({@code TUNING})
+ * without losing their place, and a template that Redis does not answer costs the keys' calls one wait.
+ * Redis is a fake whose replies the tests give (or never give).
+ */
+class KeyTuningTests {
+
+	private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
+
+	/** Every script call, by mode, answered when the test says (or never). */
+	static final class Calls {
+
+		final List<String[]> arguments = new CopyOnWriteArrayList<>();
+
+		final List<CompletableFuture<List<Object>>> replies = new CopyOnWriteArrayList<>();
+
+		List<Integer> of(BucketScript.Mode mode) {
+			List<Integer> found = new java.util.ArrayList<>();
+			for (int i = 0; i < this.arguments.size(); i++) {
+				if (this.arguments.get(i)[6].equals(mode.argument)) {
+					found.add(i);
+				}
+			}
+			return found;
+		}
+
+		@SuppressWarnings("unchecked")
+		ScriptConnection connection() {
+			RedisAsyncCommands<String, String> commands = (RedisAsyncCommands<String, String>) Proxy.newProxyInstance(
+					getClass().getClassLoader(), new Class<?>[] { RedisAsyncCommands.class }, (proxy, method, args) -> {
+						if (method.getName().equals("evalsha")) {
+							CompletableFuture<List<Object>> reply = new CompletableFuture<>();
+							this.arguments.add((String[]) args[3]);
+							this.replies.add(reply);
+							return future(reply);
+						}
+						return defaultFor(proxy, method.getName(), method.getReturnType(), args);
+					});
+			StatefulRedisConnection<String, String> connection = (StatefulRedisConnection<String, String>) Proxy
+				.newProxyInstance(getClass().getClassLoader(), new Class<?>[] { StatefulRedisConnection.class },
+						(proxy, method, args) -> method.getName().equals("async") ? commands
+								: defaultFor(proxy, method.getName(), method.getReturnType(), args));
+			return new ScriptConnection(() -> (StatefulConnection<String, String>) connection, () -> {
+				throw new UnsupportedOperationException("no pub/sub here");
+			}, "a fake Redis");
+		}
+
+		@SuppressWarnings("unchecked")
+		private static RedisFuture<List<Object>> future(CompletableFuture<List<Object>> reply) {
+			return (RedisFuture<List<Object>>) Proxy.newProxyInstance(Calls.class.getClassLoader(),
+					new Class<?>[] { RedisFuture.class }, (proxy, method, args) -> method.getName()
+						.equals("toCompletableFuture") ? reply : method.invoke(reply, args));
+		}
+
+		private static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
+			return switch (name) {
+				case "equals" -> proxy == args[0];
+				case "hashCode" -> System.identityHashCode(proxy);
+				case "toString" -> "fake";
+				default -> (type == boolean.class) ? false : (type == long.class || type == int.class) ? 0 : null;
+			};
+		}
+	}
+
+	private final Calls redis = new Calls();
+
+	private final ScriptConnection connection = this.redis.connection();
+
+	@AfterEach
+	void close() {
+		this.connection.close();
+	}
+
+	private static List<Object> zeros(long code) {
+		return List.of(code, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+	}
+
+	/**
+	 * A capped key's claim queued in Redis (code 2, RELEASES) whose next ask finds the template's
+	 * settings stale goes to TUNING; cancelled there, it never sends LEAVE, so its ticket stays at the
+	 * head of the key's queue (blocking every other waiter of the key, on every instance) until its
+	 * deadline (max-wait + 1 s) passes.
+	 */
+	@Test
+	void aQueuedClaimCancelledWhileTuningLeavesTheQueue() throws Exception {
+		// the template's reads look 2 s old to the buckets' clock: every key ask must wait for a read
+		TemplateTune tune = new TemplateTune("t", Settings.of(Rate.of(10, Duration.ofSeconds(1)), 3, true,
+				Duration.ofMinutes(1), "t"), "ratelimit:{t}", this.connection, TimeUnit.HOURS.toNanos(1),
+				() -> System.nanoTime() - 2 * SECOND);
+		RedisTokenBucket bucket = RedisTokenBucket.builder()
+			.name("t")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.cappedRelease(true)
+			.timeout(Duration.ofHours(1))
+			.connection(this.connection)
+			.tune(tune)
+			.perKey("alice")
+			.build();
+		Reservation claim = bucket.reserve(1, Duration.ofSeconds(30));
+		// 1. TUNING: answer the read
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
+		this.redis.replies.get(this.redis.of(BucketScript.Mode.TUNE).get(0)).complete(zeros(3));
+		claim.poll();
+		// 2. the acquire: every token in flight, queued for releases (code 2)
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).hasSize(1);
+		this.redis.replies.get(this.redis.of(BucketScript.Mode.ACQUIRE).get(0)).complete(zeros(2));
+		claim.poll();
+		// 3. the next ask (after 25 ms) finds the settings stale again: TUNING, with a read out
+		Thread.sleep(60);
+		claim.poll();
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).hasSize(1);
+		// 4. the caller gives up: its place in Redis's queue must be given back
+		assertThat(claim.cancel()).isTrue();
+		assertThat(this.redis.of(BucketScript.Mode.LEAVE)).as("LEAVE sent for a queued claim cancelled in TUNING")
+			.hasSize(1);
+	}
+
+	/**
+	 * A template whose reads Redis never answers: the first key's call waits for the read (at most the
+	 * timeout) and goes on with the settings last read; the calls after it wait for no read.
+	 */
+	@Test
+	void aTemplateThatDoesNotAnswerCostsTheKeysOneWaitNotOnePerCall() {
+		TemplateTune tune = new TemplateTune("t", Settings.of(Rate.of(10, Duration.ofSeconds(1)), 3, false,
+				Duration.ofMinutes(1), "t"), "ratelimit:{t}", this.connection, TimeUnit.MILLISECONDS.toNanos(50),
+				System::nanoTime); // never read: the first call must wait for a read
+		RedisTokenBucket bucket = RedisTokenBucket.builder()
+			.name("t")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.timeout(Duration.ofHours(1))
+			.connection(this.connection)
+			.tune(tune)
+			.perKey("alice")
+			.build();
+		Reservation first = bucket.reserve(1, Duration.ZERO);
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).as("the first claim waits for the read").isEmpty();
+		long deadline = System.nanoTime() + 30 * SECOND;
+		while (this.redis.of(BucketScript.Mode.ACQUIRE).isEmpty() && System.nanoTime() - deadline < 0) {
+			first.poll(); // the read times out after 50 ms: the claim goes on with the settings it has
+			Thread.onSpinWait();
+		}
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).hasSize(1);
+		first.cancel();
+		for (int i = 1; i < 3; i++) {
+			Reservation claim = bucket.reserve(1, Duration.ZERO);
+			assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).as("claim %d asks at once, waiting for no read", i)
+				.hasSize(i + 1);
+			claim.cancel();
+		}
+	}
+}
