@@ -87,6 +87,7 @@ public class RateLimitFilter extends OncePerRequestFilter {
 		try {
 			if (this.headers == WebHeaders.IETF) {
 				RateLimitHeaders.Level level = RateLimitHeaders.closest(limits, keys);
+				request.setAttribute(RateLimitHeaders.LEVEL_ATTRIBUTE, level);
 				response.setHeader(RateLimitHeaders.POLICY, level.policy());
 				response.setHeader(RateLimitHeaders.LIMIT, level.limit());
 			}

@@ -26,6 +26,13 @@ public final class RateLimitHeaders {
 	/** The field's name. */
 	public static final String LIMIT = "RateLimit";
 
+	/**
+	 * The request (or exchange) attribute under which a web rule leaves the {@link Level} of the fields it
+	 * set, so that an annotated controller method compares its own with the exact level, not with the
+	 * whole seconds the field carries.
+	 */
+	static final String LEVEL_ATTRIBUTE = RateLimitHeaders.class.getName() + ".level";
+
 	private RateLimitHeaders() {
 	}
 
@@ -152,15 +159,19 @@ public final class RateLimitHeaders {
 	 *
 	 * @param buckets the buckets' names
 	 * @param levels their states
-	 * @param present the {@code RateLimit} value already on the response, or {@code null}
+	 * @param rule the level a web rule of the request left ({@link #LEVEL_ATTRIBUTE}), or {@code null}
+	 * @param present the {@code RateLimit} value already on the response, or {@code null}: read when no
+	 *        rule left its level (its {@code t} is whole seconds, so a tie is decided on them)
 	 * @return the level to send, or {@code null} to leave the response as it is
 	 */
-	static @Nullable Level toSend(String[] buckets, RateLimiterSnapshot[] levels, @Nullable String present) {
+	static @Nullable Level toSend(String[] buckets, RateLimiterSnapshot[] levels, @Nullable Object rule,
+			@Nullable String present) {
 		Level closest = null;
 		for (int i = 0; i < buckets.length; i++) {
 			closest = closer(closest, level(buckets[i], levels[i]));
 		}
-		return closest.closerThan(parse(present)) ? closest : null;
+		Level other = (rule instanceof Level level) ? level : parse(present);
+		return closest.closerThan(other) ? closest : null;
 	}
 
 	/**

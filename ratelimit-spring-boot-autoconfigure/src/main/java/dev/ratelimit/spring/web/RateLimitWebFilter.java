@@ -91,6 +91,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 		Mono<Void> limited = Mono.usingWhen(permit(limits, keys), (permit) -> {
 			if (this.headers == WebHeaders.IETF) {
 				RateLimitHeaders.Level level = RateLimitHeaders.closest(limits, keys);
+				exchange.getAttributes().put(RateLimitHeaders.LEVEL_ATTRIBUTE, level);
 				exchange.getResponse().getHeaders().set(RateLimitHeaders.POLICY, level.policy());
 				exchange.getResponse().getHeaders().set(RateLimitHeaders.LIMIT, level.limit());
 			}

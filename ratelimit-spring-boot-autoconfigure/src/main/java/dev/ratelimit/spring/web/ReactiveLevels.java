@@ -22,16 +22,18 @@ public final class ReactiveLevels implements GrantObserver {
 		if (!(reactorContext instanceof ContextView context)) {
 			return null;
 		}
-		return ServerWebExchangeContextFilter.getExchange(context).map(ServerWebExchange::getResponse).orElse(null);
+		return ServerWebExchangeContextFilter.getExchange(context).orElse(null);
 	}
 
 	@Override
 	public void granted(Object target, String[] buckets, RateLimiterSnapshot[] levels) {
-		ServerHttpResponse response = (ServerHttpResponse) target;
+		ServerWebExchange exchange = (ServerWebExchange) target;
+		ServerHttpResponse response = exchange.getResponse();
 		if (response.isCommitted()) {
 			return;
 		}
 		RateLimitHeaders.Level level = RateLimitHeaders.toSend(buckets, levels,
+				exchange.getAttribute(RateLimitHeaders.LEVEL_ATTRIBUTE),
 				response.getHeaders().getFirst(RateLimitHeaders.LIMIT));
 		if (level == null) {
 			return;

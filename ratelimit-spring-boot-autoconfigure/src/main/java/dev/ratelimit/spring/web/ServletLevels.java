@@ -20,16 +20,19 @@ public final class ServletLevels implements GrantObserver {
 	@Override
 	public @Nullable Object capture(@Nullable Object reactorContext) {
 		RequestAttributes attributes = RequestContextHolder.getRequestAttributes();
-		return (attributes instanceof ServletRequestAttributes servlet) ? servlet.getResponse() : null;
+		return (attributes instanceof ServletRequestAttributes servlet && servlet.getResponse() != null) ? servlet
+				: null;
 	}
 
 	@Override
 	public void granted(Object target, String[] buckets, RateLimiterSnapshot[] levels) {
-		HttpServletResponse response = (HttpServletResponse) target;
-		if (response.isCommitted()) {
+		ServletRequestAttributes servlet = (ServletRequestAttributes) target;
+		HttpServletResponse response = servlet.getResponse();
+		if (response == null || response.isCommitted()) {
 			return;
 		}
 		RateLimitHeaders.Level level = RateLimitHeaders.toSend(buckets, levels,
+				servlet.getRequest().getAttribute(RateLimitHeaders.LEVEL_ATTRIBUTE),
 				response.getHeader(RateLimitHeaders.LIMIT));
 		if (level == null) {
 			return;
