@@ -13,6 +13,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
+import dev.ratelimit.spring.aop.SeveralBucketsExceeded;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -26,6 +27,7 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * Several application contexts (instances of one application) sharing Redis buckets, configured as a
@@ -199,6 +201,42 @@ class RedisApplicationsTests {
 			}
 			assertThat(redis.admin().exists("keyed:{per-user:alice}")).isZero();
 		});
+	}
+
+	/**
+	 * Redis refuses only when it answers (after the claim): two Redis buckets refusing one call still name
+	 * the one whose wait was longest, count the refusal on it alone, and list both as refusing.
+	 */
+	@Test
+	void twoRedisBucketsRefusingOneCallNameTheLongestWaitAndListBoth() {
+		instance("alpha", "ratelimit.buckets.alpha.rate=1", "ratelimit.buckets.alpha.limit=1",
+				"ratelimit.buckets.alpha.max-wait=0", "ratelimit.buckets.omega.backend=redis",
+				"ratelimit.buckets.omega.rate=1", "ratelimit.buckets.omega.period=1h", "ratelimit.buckets.omega.limit=1",
+				"ratelimit.buckets.omega.max-wait=0", "ratelimit.buckets.alpha.redis.key-prefix=several:",
+				"ratelimit.buckets.omega.redis.key-prefix=several:")
+			.withUserConfiguration(TwoBucketService.class)
+			.run((context) -> {
+				TwoBucketService service = context.getBean(TwoBucketService.class);
+				service.call(); // takes the only token of each
+				assertThatThrownBy(service::call).isInstanceOfSatisfying(SeveralBucketsExceeded.class, (ex) -> {
+					assertThat(ex.getBucket()).isEqualTo("omega"); // an hour's wait, against alpha's second
+					assertThat(ex.getRetryAfter()).isGreaterThan(Duration.ofMinutes(30));
+					assertThat(ex.getRefusingBuckets()).containsExactly("alpha", "omega");
+				});
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				assertThat(registry.get("omega").stats().rejected()).isEqualTo(1);
+				assertThat(registry.get("alpha").stats().rejected()).isZero();
+			});
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class TwoBucketService {
+
+		@RateLimited("alpha")
+		@RateLimited("omega")
+		String call() {
+			return "done";
+		}
 	}
 
 	private static void sleep(long millis) {

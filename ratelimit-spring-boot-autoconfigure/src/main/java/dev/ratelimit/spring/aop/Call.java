@@ -1,5 +1,8 @@
 package dev.ratelimit.spring.aop;
 
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
@@ -8,6 +11,7 @@ import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.BucketStats;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
@@ -104,19 +108,40 @@ final class Call implements Reservation, Permit {
 			throw new IllegalStateException("Reservation already cancelled");
 		}
 		long longest = 0;
-		for (Reservation part : this.parts) {
-			if (part == null) {
-				continue;
+		RateLimitExceededException worst = null;
+		int named = -1;
+		Set<String> refusing = null;
+		// refusals found here (a Redis answer, a capped wait for releases past its max-wait) are decided
+		// as at the claim: every part is asked, the longest wait is named and alone counted
+		boolean deferred = BucketStats.defer(true);
+		try {
+			for (int i = 0; i < this.parts.length; i++) {
+				Reservation part = this.parts[i];
+				if (part == null) {
+					continue;
+				}
+				try {
+					longest = Math.max(longest, part.poll());
+				}
+				catch (RateLimitExceededException ex) {
+					if (refusing == null) {
+						refusing = new LinkedHashSet<>();
+					}
+					refusing.add(this.limits[i].bucket);
+					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
+						worst = ex;
+						named = i;
+					}
+				}
 			}
-			long delay;
-			try {
-				delay = part.poll();
-			}
-			catch (RateLimitExceededException ex) {
-				cancel(); // the refused claim gave its tokens back already; the others do now
-				throw ex;
-			}
-			longest = Math.max(longest, delay);
+		}
+		finally {
+			BucketStats.defer(deferred);
+		}
+		if (worst != null) {
+			cancel(); // the refused claims gave their tokens back already; the others do now
+			this.limits[named].stats.refused();
+			throw (refusing.size() > 1) ? new SeveralBucketsExceeded(worst, List.copyOf(refusing)) : worst;
 		}
 		return longest;
 	}
