@@ -143,6 +143,8 @@ final class FailureDetector {
 			}
 			probe = true;
 		}
+		// stamped before it goes: a call sent before another's failure was seen never counts as sent after it
+		long sent = this.clock.getAsLong();
 		CompletableFuture<List<Object>> future;
 		try {
 			future = command.get();
@@ -150,7 +152,7 @@ final class FailureDetector {
 		catch (RuntimeException ex) {
 			future = CompletableFuture.failedFuture(ex);
 		}
-		Call call = new Call(future, this.clock.getAsLong(), probe, lateReply);
+		Call call = new Call(future, sent, probe, lateReply);
 		if (probe) {
 			this.lastProbe = call;
 		}

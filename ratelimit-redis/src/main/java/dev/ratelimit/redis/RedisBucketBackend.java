@@ -62,10 +62,16 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 		if (tune != null) {
 			return builder.tune(tune).build();
 		}
-		// no bucket of that name made here first (not the starter's order): this one's settings start it
-		RedisTokenBucket made = builder.build();
-		this.tunes.putIfAbsent(name, made.tune());
-		return made;
+		synchronized (this.tunes) {
+			tune = this.tunes.get(name);
+			if (tune != null) {
+				return builder.tune(tune).build();
+			}
+			// no bucket of that name made here first (not the starter's order): this one's settings start it
+			RedisTokenBucket made = builder.build();
+			this.tunes.put(name, made.tune());
+			return made;
+		}
 	}
 
 	private RedisTokenBucket.Builder builder(BucketDefinition bucket, StatsRecorder stats) {
