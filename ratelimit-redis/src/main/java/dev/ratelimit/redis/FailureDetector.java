@@ -143,8 +143,6 @@ final class FailureDetector {
 			}
 			probe = true;
 		}
-		// stamped before it goes: a call sent before another's failure was seen never counts as sent after it
-		long sent = this.clock.getAsLong();
 		CompletableFuture<List<Object>> future;
 		try {
 			future = command.get();
@@ -152,7 +150,9 @@ final class FailureDetector {
 		catch (RuntimeException ex) {
 			future = CompletableFuture.failedFuture(ex);
 		}
-		Call call = new Call(future, sent, probe, lateReply);
+		// stamped once it is handed over: a cold start's connecting is not counted against the timeout
+		// (the first calls of an instance would time out and apply the policy, which load must never do)
+		Call call = new Call(future, this.clock.getAsLong(), probe, lateReply);
 		if (probe) {
 			this.lastProbe = call;
 		}
