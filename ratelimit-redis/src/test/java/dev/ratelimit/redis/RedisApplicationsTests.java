@@ -10,6 +10,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
@@ -138,6 +139,14 @@ class RedisApplicationsTests {
 			.run((context) -> {
 				// the first calls of a new instance, at once and from many threads
 				RedisTokenBucket bucket = context.getBean("cold", RedisTokenBucket.class);
+				// a call Redis does not answer within the timeout takes the policy (local) for itself, without
+				// switching the bucket: on a machine this busy each such call may add one grant to the bound
+				AtomicLong unanswered = new AtomicLong();
+				bucket.onCall((outcome, nanos) -> {
+					if (outcome != BackendHealth.Outcome.OK) {
+						unanswered.incrementAndGet();
+					}
+				});
 				AtomicLong granted = new AtomicLong();
 				AtomicBoolean wentDown = new AtomicBoolean();
 				long start = System.nanoTime();
@@ -159,7 +168,8 @@ class RedisApplicationsTests {
 				}
 				join(threads);
 				double elapsed = (System.nanoTime() - start) / 1e9;
-				assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(100 * elapsed + 10));
+				assertThat(granted.get()).as("granted, %d calls unanswered", unanswered.get())
+					.isLessThanOrEqualTo((long) Math.floor(100 * elapsed + 10) + unanswered.get());
 				assertThat(wentDown).isFalse();
 				assertThat(output.getOut() + output.getErr()).doesNotContain("runs on its on-failure policy");
 			});
