@@ -1,19 +1,11 @@
 package dev.ratelimit.redis;
 
-import java.lang.reflect.Proxy;
 import java.time.Duration;
-import java.util.List;
-import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.redis.BucketScript.Settings;
-import io.lettuce.core.RedisFuture;
-import io.lettuce.core.api.StatefulConnection;
-import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.async.RedisAsyncCommands;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -28,62 +20,7 @@ class KeyTuningTests {
 
 	private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
 
-	/** Every script call, by mode, answered when the test says (or never). */
-	static final class Calls {
-
-		final List<String[]> arguments = new CopyOnWriteArrayList<>();
-
-		final List<CompletableFuture<List<Object>>> replies = new CopyOnWriteArrayList<>();
-
-		List<Integer> of(BucketScript.Mode mode) {
-			List<Integer> found = new java.util.ArrayList<>();
-			for (int i = 0; i < this.arguments.size(); i++) {
-				if (this.arguments.get(i)[6].equals(mode.argument)) {
-					found.add(i);
-				}
-			}
-			return found;
-		}
-
-		@SuppressWarnings("unchecked")
-		ScriptConnection connection() {
-			RedisAsyncCommands<String, String> commands = (RedisAsyncCommands<String, String>) Proxy.newProxyInstance(
-					getClass().getClassLoader(), new Class<?>[] { RedisAsyncCommands.class }, (proxy, method, args) -> {
-						if (method.getName().equals("evalsha")) {
-							CompletableFuture<List<Object>> reply = new CompletableFuture<>();
-							this.arguments.add((String[]) args[3]);
-							this.replies.add(reply);
-							return future(reply);
-						}
-						return defaultFor(proxy, method.getName(), method.getReturnType(), args);
-					});
-			StatefulRedisConnection<String, String> connection = (StatefulRedisConnection<String, String>) Proxy
-				.newProxyInstance(getClass().getClassLoader(), new Class<?>[] { StatefulRedisConnection.class },
-						(proxy, method, args) -> method.getName().equals("async") ? commands
-								: defaultFor(proxy, method.getName(), method.getReturnType(), args));
-			return new ScriptConnection(() -> (StatefulConnection<String, String>) connection, () -> {
-				throw new UnsupportedOperationException("no pub/sub here");
-			}, "a fake Redis");
-		}
-
-		@SuppressWarnings("unchecked")
-		private static RedisFuture<List<Object>> future(CompletableFuture<List<Object>> reply) {
-			return (RedisFuture<List<Object>>) Proxy.newProxyInstance(Calls.class.getClassLoader(),
-					new Class<?>[] { RedisFuture.class }, (proxy, method, args) -> method.getName()
-						.equals("toCompletableFuture") ? reply : method.invoke(reply, args));
-		}
-
-		private static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
-			return switch (name) {
-				case "equals" -> proxy == args[0];
-				case "hashCode" -> System.identityHashCode(proxy);
-				case "toString" -> "fake";
-				default -> (type == boolean.class) ? false : (type == long.class || type == int.class) ? 0 : null;
-			};
-		}
-	}
-
-	private final Calls redis = new Calls();
+	private final FakeScriptRedis redis = new FakeScriptRedis();
 
 	private final ScriptConnection connection = this.redis.connection();
 
@@ -92,9 +29,6 @@ class KeyTuningTests {
 		this.connection.close();
 	}
 
-	private static List<Object> zeros(long code) {
-		return List.of(code, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
-	}
 
 	/**
 	 * A capped key's claim queued in Redis (code 2, RELEASES) whose next ask finds the template's
@@ -121,11 +55,11 @@ class KeyTuningTests {
 		Reservation claim = bucket.reserve(1, Duration.ofSeconds(30));
 		// 1. TUNING: answer the read
 		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
-		this.redis.replies.get(this.redis.of(BucketScript.Mode.TUNE).get(0)).complete(zeros(3));
+		this.redis.of(BucketScript.Mode.TUNE).get(0).complete(FakeScriptRedis.reply(3));
 		claim.poll();
 		// 2. the acquire: every token in flight, queued for releases (code 2)
 		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).hasSize(1);
-		this.redis.replies.get(this.redis.of(BucketScript.Mode.ACQUIRE).get(0)).complete(zeros(2));
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(0).complete(FakeScriptRedis.reply(2));
 		claim.poll();
 		// 3. the next ask (after 25 ms) finds the settings stale again: TUNING, with a read out
 		Thread.sleep(60);

@@ -1,20 +1,14 @@
 package dev.ratelimit.redis;
 
-import java.lang.reflect.Proxy;
 import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.redis.BucketScript.Settings;
-import io.lettuce.core.RedisFuture;
-import io.lettuce.core.api.StatefulConnection;
-import io.lettuce.core.api.StatefulRedisConnection;
-import io.lettuce.core.api.async.RedisAsyncCommands;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -34,7 +28,7 @@ class TemplateTuneTests {
 
 	private static final Settings CONFIGURED = settings(10, 3);
 
-	private final FakeRedis redis = new FakeRedis();
+	private final FakeScriptRedis redis = new FakeScriptRedis();
 
 	private final ScriptConnection connection = this.redis.connection();
 
@@ -66,39 +60,39 @@ class TemplateTuneTests {
 		// never read: wait for the first read, one at a time
 		assertThat(tune.forKey(start)).isNull();
 		assertThat(tune.forKey(start)).isNull();
-		assertThat(this.redis.tunes()).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
 		Settings first = settings(5, 2);
-		this.redis.tunes().get(0).complete(replyOf(first));
+		this.redis.of(BucketScript.Mode.TUNE).get(0).complete(replyOf(first));
 		assertThat(tune.current()).isEqualTo(first);
 		// read at start: fresh below 400 ms
 		assertThat(tune.forKey(start)).isEqualTo(first);
 		assertThat(tune.forKey(start + 400 * MS - 1)).isEqualTo(first);
-		assertThat(this.redis.tunes()).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
 		// from 400 ms: used, and read again in the background (sent now)
 		this.clock[0] = start + 400 * MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(first);
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		// the read under way is joined, up to 800 ms
 		this.clock[0] = start + 800 * MS - 1;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(first);
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		// from 800 ms: waited for
 		this.clock[0] = start + 800 * MS;
 		assertThat(tune.forKey(this.clock[0])).isNull();
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		CompletableFuture<Boolean> read = tune.read();
 		assertThat(read).isNotDone();
 		Settings second = settings(7, 4);
-		this.redis.tunes().get(1).complete(replyOf(second));
+		this.redis.of(BucketScript.Mode.TUNE).get(1).complete(replyOf(second));
 		assertThat(read).isDone();
 		// the second read was sent at start + 400 ms: its age counts from there
 		assertThat(tune.forKey(start + 800 * MS - 1)).isEqualTo(second);
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		assertThat(tune.forKey(start + 800 * MS)).isEqualTo(second);
-		assertThat(this.redis.tunes()).hasSize(3);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(3);
 		assertThat(tune.forKey(start + 1200 * MS - 1)).isEqualTo(second);
 		assertThat(tune.forKey(start + 1200 * MS)).isNull();
-		assertThat(this.redis.tunes()).hasSize(3);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(3);
 	}
 
 	@Test
@@ -108,9 +102,9 @@ class TemplateTuneTests {
 		Settings own = settings(5, 2);
 		tune.adopt(BucketScript.Reply.of(replyOf(own)), sent);
 		assertThat(tune.forKey(sent + 400 * MS - 1)).isEqualTo(own);
-		assertThat(this.redis.tunes()).isEmpty();
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).isEmpty();
 		assertThat(tune.forKey(sent + 400 * MS)).isEqualTo(own);
-		assertThat(this.redis.tunes()).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
 	}
 
 	@Test
@@ -120,13 +114,13 @@ class TemplateTuneTests {
 		assertThat(tune.forKey(start)).isNull(); // the background read is sent at start
 		Settings later = settings(5, 2);
 		tune.adopt(BucketScript.Reply.of(replyOf(later)), start + 10 * MS); // an own call sent later, answered first
-		this.redis.tunes().get(0).complete(replyOf(settings(7, 4)));
+		this.redis.of(BucketScript.Mode.TUNE).get(0).complete(replyOf(settings(7, 4)));
 		assertThat(tune.current()).isEqualTo(later);
 		tune.adopt(BucketScript.Reply.of(replyOf(settings(8, 8))), start + 5 * MS);
 		assertThat(tune.current()).isEqualTo(later);
 		// the settings are as old as the later call
 		assertThat(tune.forKey(start + 410 * MS - 1)).isEqualTo(later);
-		assertThat(this.redis.tunes()).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
 		assertThat(tune.forKey(start + 810 * MS - 1)).isEqualTo(later);
 		assertThat(tune.forKey(start + 810 * MS)).isNull();
 	}
@@ -139,25 +133,25 @@ class TemplateTuneTests {
 		tune.adopt(BucketScript.Reply.of(replyOf(own)), start);
 		this.clock[0] = start + 500 * MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
-		this.redis.tunes().get(0).completeExceptionally(new IllegalStateException("down"));
+		this.redis.of(BucketScript.Mode.TUNE).get(0).completeExceptionally(new IllegalStateException("down"));
 		assertThat(tune.current()).isEqualTo(own);
 		// failing: no read for 100 ms, and no call waits for one, however old the settings
 		this.clock[0] += 99 * MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
-		assertThat(this.redis.tunes()).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
 		this.clock[0] += MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		// failing again: the back-off doubles
-		this.redis.tunes().get(1).completeExceptionally(new IllegalStateException("down"));
+		this.redis.of(BucketScript.Mode.TUNE).get(1).completeExceptionally(new IllegalStateException("down"));
 		this.clock[0] += 199 * MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
-		assertThat(this.redis.tunes()).hasSize(2);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(2);
 		this.clock[0] += MS;
 		assertThat(tune.forKey(this.clock[0])).isEqualTo(own);
-		assertThat(this.redis.tunes()).hasSize(3);
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(3);
 		// answered: the settings are fresh, and a call waits again once they are 800 ms old
-		this.redis.tunes().get(2).complete(replyOf(own));
+		this.redis.of(BucketScript.Mode.TUNE).get(2).complete(replyOf(own));
 		this.clock[0] += 800 * MS;
 		assertThat(tune.forKey(this.clock[0])).isNull();
 	}
@@ -179,96 +173,21 @@ class TemplateTuneTests {
 		Reservation claim = bucket.reserve(1, Duration.ZERO);
 		CountDownLatch woken = new CountDownLatch(1);
 		claim.onWake(woken::countDown);
-		assertThat(this.redis.tunes()).hasSize(1);
-		assertThat(this.redis.acquires()).isEmpty();
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).isEmpty();
 		assertThat(claim.poll()).isPositive();
-		assertThat(this.redis.acquires()).isEmpty();
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).isEmpty();
 		Settings retuned = settings(1, 1);
-		this.redis.tunes().get(0).complete(replyOf(retuned));
+		this.redis.of(BucketScript.Mode.TUNE).get(0).complete(replyOf(retuned));
 		assertThat(woken.await(30, TimeUnit.SECONDS)).isTrue();
 		assertThat(claim.poll()).isPositive(); // the acquire is out now, with the settings read
-		assertThat(this.redis.acquires()).hasSize(1);
-		String[] arguments = this.redis.acquireArguments().get(0);
+		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).hasSize(1);
+		String[] arguments = this.redis.arguments(BucketScript.Mode.ACQUIRE).get(0);
 		assertThat(arguments[0]).isEqualTo(Long.toString(retuned.a()));
 		assertThat(arguments[1]).isEqualTo(Long.toString(retuned.b()));
 		assertThat(arguments[2]).isEqualTo(Long.toString(retuned.limit()));
-		this.redis.acquires().get(0).complete(List.of(1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(0).complete(List.of(1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
 		assertThat(claim.poll()).isZero();
 		claim.permit().close();
 	}
-
-	/** Answers the script's calls when the test says: {@code tune} calls and {@code acquire} calls apart. */
-	static final class FakeRedis {
-
-		private final List<CompletableFuture<List<Object>>> tunes = new CopyOnWriteArrayList<>();
-
-		private final List<CompletableFuture<List<Object>>> acquires = new CopyOnWriteArrayList<>();
-
-		private final List<String[]> acquireArguments = new CopyOnWriteArrayList<>();
-
-		List<CompletableFuture<List<Object>>> tunes() {
-			return this.tunes;
-		}
-
-		List<CompletableFuture<List<Object>>> acquires() {
-			return this.acquires;
-		}
-
-		List<String[]> acquireArguments() {
-			return this.acquireArguments;
-		}
-
-		@SuppressWarnings("unchecked")
-		ScriptConnection connection() {
-			RedisAsyncCommands<String, String> commands = (RedisAsyncCommands<String, String>) Proxy.newProxyInstance(
-					getClass().getClassLoader(), new Class<?>[] { RedisAsyncCommands.class }, (proxy, method, args) -> {
-						if (method.getName().equals("evalsha")) {
-							String[] arguments = (String[]) args[3];
-							CompletableFuture<List<Object>> reply = new CompletableFuture<>();
-							if (arguments[6].equals(BucketScript.Mode.TUNE.argument)) {
-								this.tunes.add(reply);
-							}
-							else if (arguments[6].equals(BucketScript.Mode.ACQUIRE.argument)) {
-								this.acquireArguments.add(arguments);
-								this.acquires.add(reply);
-							}
-							else {
-								reply.complete(List.of(0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
-							}
-							return future(reply);
-						}
-						return defaultFor(proxy, method.getName(), method.getReturnType(), args);
-					});
-			StatefulRedisConnection<String, String> connection = (StatefulRedisConnection<String, String>) Proxy
-				.newProxyInstance(getClass().getClassLoader(), new Class<?>[] { StatefulRedisConnection.class },
-						(proxy, method, args) -> method.getName().equals("async") ? commands
-								: defaultFor(proxy, method.getName(), method.getReturnType(), args));
-			return new ScriptConnection(() -> (StatefulConnection<String, String>) connection, () -> {
-				throw new UnsupportedOperationException("no pub/sub here");
-			}, "a fake Redis");
-		}
-
-		private static RedisFuture<List<Object>> future(CompletableFuture<List<Object>> reply) {
-			@SuppressWarnings("unchecked")
-			RedisFuture<List<Object>> future = (RedisFuture<List<Object>>) Proxy.newProxyInstance(
-					FakeRedis.class.getClassLoader(), new Class<?>[] { RedisFuture.class }, (proxy, method, args) -> {
-						if (method.getName().equals("toCompletableFuture")) {
-							return reply;
-						}
-						return method.invoke(reply, args);
-					});
-			return future;
-		}
-
-		private static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
-			return switch (name) {
-				case "equals" -> proxy == args[0];
-				case "hashCode" -> System.identityHashCode(proxy);
-				case "toString" -> "fake";
-				default -> (type == boolean.class) ? false : (type == long.class || type == int.class) ? 0 : null;
-			};
-		}
-
-	}
-
 }
