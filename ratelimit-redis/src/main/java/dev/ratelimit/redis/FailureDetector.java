@@ -184,12 +184,12 @@ final class FailureDetector {
 		}
 		if (call.probe) {
 			int probes = ++this.failedProbes;
-			this.downUntil = now + Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(probes, 6));
+			this.downUntil = now + backoffNanos(probes);
 			this.probing.set(false);
 		}
 		else if (!this.down && counts && f >= FAILURES_TO_TRIP) {
 			this.failedProbes = 0;
-			this.downUntil = now + MIN_BACKOFF_NANOS;
+			this.downUntil = now + backoffNanos(0);
 			this.down = true;
 			logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
 					+ this.policy.toLowerCase(Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
@@ -204,7 +204,15 @@ final class FailureDetector {
 		}
 	}
 
-	private static String describe(Throwable ex) {
+	/**
+	 * The back-off after {@code failures} failed tries since the first: 100 ms, doubling up to 5 s.
+	 */
+	static long backoffNanos(int failures) {
+		return Math.min(MAX_BACKOFF_NANOS, MIN_BACKOFF_NANOS << Math.min(failures, 6));
+	}
+
+	/** A failure as the log says it: the cause's type and message, out of the future's wrappers. */
+	static String describe(Throwable ex) {
 		Throwable cause = ex;
 		while ((cause instanceof CompletionException || cause instanceof ExecutionException)
 				&& cause.getCause() != null) {

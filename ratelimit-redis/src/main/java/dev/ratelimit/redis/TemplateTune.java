@@ -58,9 +58,6 @@ final class TemplateTune {
 
 	private static final long STALE_NANOS = TimeUnit.MILLISECONDS.toNanos(STALE_MILLIS);
 
-	private static final long MIN_READ_BACKOFF_NANOS = TimeUnit.MILLISECONDS.toNanos(100);
-
-	private static final long MAX_READ_BACKOFF_NANOS = TimeUnit.SECONDS.toNanos(5);
 
 	private final String bucket;
 
@@ -85,7 +82,8 @@ final class TemplateTune {
 	/** While failing: when the next read may go. */
 	private volatile long nextReadNanos;
 
-	private long readBackoffNanos = MIN_READ_BACKOFF_NANOS;
+	/** Reads failed in a row: how long the next waits ({@link FailureDetector#backoffNanos}). */
+	private int failedReads;
 
 	private volatile Settings current;
 
@@ -228,11 +226,10 @@ final class TemplateTune {
 				this.failing = false;
 				logger.info("Rate limit bucket '" + this.bucket + "': the settings of its keys are read from Redis again");
 			}
-			this.readBackoffNanos = MIN_READ_BACKOFF_NANOS;
+			this.failedReads = 0;
 			return;
 		}
-		this.nextReadNanos = this.clock.getAsLong() + this.readBackoffNanos;
-		this.readBackoffNanos = Math.min(this.readBackoffNanos * 2, MAX_READ_BACKOFF_NANOS);
+		this.nextReadNanos = this.clock.getAsLong() + FailureDetector.backoffNanos(this.failedReads++);
 		if (!this.failing) {
 			this.failing = true;
 			logger.warn("Rate limit bucket '" + this.bucket + "': the settings of its keys cannot be read from Redis ("
@@ -241,14 +238,10 @@ final class TemplateTune {
 	}
 
 	private static String describe(@Nullable Throwable failure) {
-		Throwable cause = failure;
-		while (cause instanceof CompletionException && cause.getCause() != null) {
-			cause = cause.getCause();
-		}
-		if (cause == null || cause instanceof TimeoutException) {
-			return "no answer within the timeout";
-		}
-		return cause.getClass().getSimpleName() + ": " + cause.getMessage();
+		Throwable cause = (failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
+				: failure;
+		return (cause == null || cause instanceof TimeoutException) ? "no answer within the timeout"
+				: FailureDetector.describe(cause);
 	}
 
 	@Override

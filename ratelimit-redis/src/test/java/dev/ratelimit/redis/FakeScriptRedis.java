@@ -1,6 +1,7 @@
 package dev.ratelimit.redis;
 
 import java.lang.reflect.Proxy;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -42,6 +43,21 @@ final class FakeScriptRedis {
 	/** The arguments of the calls in {@code mode}, in the order they were made. */
 	List<String[]> arguments(BucketScript.Mode mode) {
 		return this.arguments.stream().filter((a) -> a[6].equals(mode.argument)).toList();
+	}
+
+	/**
+	 * The bucket of key {@code alice} of template {@code t} (10 per second, limit 3, a timeout of an hour:
+	 * only the tests answer), sharing {@code tune}, on {@code connection}.
+	 */
+	static RedisTokenBucket.Builder aliceOf(TemplateTune tune, ScriptConnection connection) {
+		return RedisTokenBucket.builder()
+			.name("t")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.timeout(Duration.ofHours(1))
+			.connection(connection)
+			.tune(tune)
+			.perKey("alice");
 	}
 
 	@SuppressWarnings("unchecked")

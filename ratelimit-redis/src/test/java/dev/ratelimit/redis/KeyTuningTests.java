@@ -42,16 +42,7 @@ class KeyTuningTests {
 		TemplateTune tune = new TemplateTune("t", Settings.of(Rate.of(10, Duration.ofSeconds(1)), 3, true,
 				Duration.ofMinutes(1), "t"), "ratelimit:{t}", this.connection, TimeUnit.HOURS.toNanos(1),
 				() -> System.nanoTime() - 2 * SECOND);
-		RedisTokenBucket bucket = RedisTokenBucket.builder()
-			.name("t")
-			.rate(10, Duration.ofSeconds(1))
-			.limit(3)
-			.cappedRelease(true)
-			.timeout(Duration.ofHours(1))
-			.connection(this.connection)
-			.tune(tune)
-			.perKey("alice")
-			.build();
+		RedisTokenBucket bucket = FakeScriptRedis.aliceOf(tune, this.connection).cappedRelease(true).build();
 		Reservation claim = bucket.reserve(1, Duration.ofSeconds(30));
 		// 1. TUNING: answer the read
 		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(1);
@@ -81,15 +72,7 @@ class KeyTuningTests {
 		TemplateTune tune = new TemplateTune("t", Settings.of(Rate.of(10, Duration.ofSeconds(1)), 3, false,
 				Duration.ofMinutes(1), "t"), "ratelimit:{t}", this.connection, TimeUnit.MILLISECONDS.toNanos(50),
 				System::nanoTime); // never read: the first call must wait for a read
-		RedisTokenBucket bucket = RedisTokenBucket.builder()
-			.name("t")
-			.rate(10, Duration.ofSeconds(1))
-			.limit(3)
-			.timeout(Duration.ofHours(1))
-			.connection(this.connection)
-			.tune(tune)
-			.perKey("alice")
-			.build();
+		RedisTokenBucket bucket = FakeScriptRedis.aliceOf(tune, this.connection).build();
 		Reservation first = bucket.reserve(1, Duration.ZERO);
 		assertThat(this.redis.of(BucketScript.Mode.ACQUIRE)).as("the first claim waits for the read").isEmpty();
 		long deadline = System.nanoTime() + 30 * SECOND;

@@ -160,15 +160,7 @@ class TemplateTuneTests {
 	void aKeysClaimWaitsForAStaleReadWithoutHoldingItsThread() throws Exception {
 		TemplateTune tune = new TemplateTune("t", CONFIGURED, "ratelimit:{t}", this.connection,
 				TimeUnit.HOURS.toNanos(1), System::nanoTime);
-		RedisTokenBucket bucket = RedisTokenBucket.builder()
-			.name("t")
-			.rate(10, Duration.ofSeconds(1))
-			.limit(3)
-			.timeout(Duration.ofHours(1))
-			.connection(this.connection)
-			.tune(tune)
-			.perKey("alice")
-			.build();
+		RedisTokenBucket bucket = FakeScriptRedis.aliceOf(tune, this.connection).build();
 		// never read: the claim must wait for the read, and reserve returns at once
 		Reservation claim = bucket.reserve(1, Duration.ZERO);
 		CountDownLatch woken = new CountDownLatch(1);

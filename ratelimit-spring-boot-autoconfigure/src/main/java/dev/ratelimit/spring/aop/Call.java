@@ -1,8 +1,5 @@
 package dev.ratelimit.spring.aop;
 
-import java.util.LinkedHashSet;
-import java.util.List;
-import java.util.Set;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
@@ -108,9 +105,7 @@ final class Call implements Reservation, Permit {
 			throw new IllegalStateException("Reservation already cancelled");
 		}
 		long longest = 0;
-		RateLimitExceededException worst = null;
-		int named = -1;
-		Set<String> refusing = null;
+		Refusals refusals = null;
 		// refusals found here (a Redis answer, a capped wait for releases past its max-wait) are decided
 		// as at the claim: every part is asked, the longest wait is named and alone counted
 		boolean deferred = BucketStats.defer(true);
@@ -124,24 +119,16 @@ final class Call implements Reservation, Permit {
 					longest = Math.max(longest, part.poll());
 				}
 				catch (RateLimitExceededException ex) {
-					if (refusing == null) {
-						refusing = new LinkedHashSet<>();
-					}
-					refusing.add(this.limits[i].bucket);
-					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
-						worst = ex;
-						named = i;
-					}
+					refusals = Refusals.add(refusals, this.limits[i], ex);
 				}
 			}
 		}
 		finally {
 			BucketStats.defer(deferred);
 		}
-		if (worst != null) {
+		if (refusals != null) {
 			cancel(); // the refused claims gave their tokens back already; the others do now
-			this.limits[named].stats.refused();
-			throw (refusing.size() > 1) ? new SeveralBucketsExceeded(worst, List.copyOf(refusing)) : worst;
+			throw refusals.decide();
 		}
 		return longest;
 	}

@@ -4,9 +4,7 @@ import java.lang.reflect.Method;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
@@ -334,9 +332,7 @@ final class InvocationPlan {
 	private Call claim(long[] tokens, @Nullable Object[] keys) {
 		int count = this.limits.length;
 		Call call = new Call(this.limits, tokens, keys);
-		RateLimitExceededException worst = null;
-		Limit refusing = null;
-		Set<String> refusingBuckets = null;
+		Refusals refusals = null;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < count; i++) {
@@ -348,17 +344,10 @@ final class InvocationPlan {
 					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, i);
 				}
 				catch (RateLimitExceededException ex) {
-					if (refusingBuckets == null) {
-						refusingBuckets = new LinkedHashSet<>();
-					}
-					refusingBuckets.add(limit.bucket);
-					if (worst == null || ex.getRetryAfter().compareTo(worst.getRetryAfter()) > 0) {
-						worst = ex;
-						refusing = limit;
-					}
+					refusals = Refusals.add(refusals, limit, ex);
 				}
 			}
-			if (worst != null) {
+			if (refusals != null) {
 				call.cancel();
 			}
 			else {
@@ -376,9 +365,8 @@ final class InvocationPlan {
 		finally {
 			BucketStats.defer(deferred);
 		}
-		if (worst != null) {
-			refusing.stats.refused();
-			throw (refusingBuckets.size() > 1) ? new SeveralBucketsExceeded(worst, List.copyOf(refusingBuckets)) : worst;
+		if (refusals != null) {
+			throw refusals.decide();
 		}
 		return call;
 	}
