@@ -851,7 +851,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		protected synchronized void giveBack() {
 			RedisTokenBucket.this.releaseWaiters.remove(this);
 			switch (this.phase) {
-				case ASKING -> this.call.discard();
+				case ASKING -> {
+					// no call is out when the bucket was in a back-off and the policy refused at once
+					if (this.call != null) {
+						this.call.discard();
+					}
+				}
 				case DUE -> {
 					if (this.claimed) {
 						this.claimed = false;

@@ -145,6 +145,31 @@ class RedisFailurePolicyTests {
 		assertThat(bucket.snapshot().waiting()).isZero();
 	}
 
+	/**
+	 * A user saw HTTP 500 (a NullPointerException from the claim's give-back) for every call the
+	 * policy refused once the bucket was on its policy: an annotated method on a Redis bucket whose
+	 * local fallback was empty, or whose policy is deny, failed instead of answering 429.
+	 */
+	@Test
+	void aCallThePolicyRefusesWhileRedisIsDownIsARefusalNotAnError() {
+		RedisTokenBucket local = bucket(RedisTokenBucket.OnFailure.LOCAL);
+		RedisTokenBucket deny = bucket(RedisTokenBucket.OnFailure.DENY);
+		this.redis.stop();
+		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP + 5; i++) {
+			local.tryAcquire(1);
+			deny.tryAcquire(1);
+		}
+		assertThat(local.isUp()).isFalse();
+		assertThat(deny.isUp()).isFalse();
+		// the local fallback is empty by now (limit 3): its refusals are RateLimitExceededException
+		for (int i = 0; i < 5; i++) {
+			assertThatThrownBy(() -> local.acquire(1, Duration.ZERO).close())
+				.isInstanceOf(RateLimitExceededException.class);
+			assertThatThrownBy(() -> deny.acquire(1, Duration.ofMillis(50)).close())
+				.isInstanceOf(RateLimitExceededException.class);
+		}
+	}
+
 	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {
 		long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
 		while (System.nanoTime() < deadline) {
