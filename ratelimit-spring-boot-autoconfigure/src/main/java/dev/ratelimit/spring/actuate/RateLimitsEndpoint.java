@@ -6,6 +6,7 @@ import java.util.Map;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.jspecify.annotations.Nullable;
@@ -97,13 +98,14 @@ public class RateLimitsEndpoint {
 	 * before anything changes, so a request that is refused changes nothing.
 	 *
 	 * @param name the bucket name
-	 * @param rate the new rate per the configured period, or {@code null} to keep it
-	 * @param limit the new limit, or {@code null} to keep it
+	 * @param rate the new rate per the configured period (a number, or a string that is one), or
+	 *        {@code null} to keep it
+	 * @param limit the new limit (a whole number, or a string that is one), or {@code null} to keep it
 	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view
 	 */
 	@WriteOperation
-	public BucketView update(@Selector String name, @Nullable BigDecimal rate, @Nullable Long limit,
+	public BucketView update(@Selector String name, @Nullable Object rate, @Nullable Object limit,
 			@Nullable String mode) {
 		RegisteredBucket bucket = this.registry.find(name)
 			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
@@ -124,9 +126,13 @@ public class RateLimitsEndpoint {
 				throw invalid(ex.getMessage());
 			}
 		}
-		if (rate != null || limit != null) {
+		// taken as they come and read here, so that a value that is not one says why (a typed parameter
+		// that cannot be converted is a bare 400 from the framework, without a message)
+		BigDecimal newRate = rateOf(name, rate);
+		Long newLimit = limitOf(name, limit);
+		if (newRate != null || newLimit != null) {
 			try {
-				bucket.update(rate, limit);
+				bucket.update(newRate, newLimit);
 			}
 			catch (IllegalArgumentException ex) {
 				throw invalid(ex.getMessage());
@@ -136,6 +142,56 @@ public class RateLimitsEndpoint {
 			bucket.stats().mode(next);
 		}
 		return BucketView.of(bucket);
+	}
+
+	private static @Nullable BigDecimal rateOf(String name, @Nullable Object rate) {
+		if (rate == null) {
+			return null;
+		}
+		BigDecimal value = number(rate);
+		if (value == null) {
+			throw invalid(RateLimitConfigurationException
+				.invalidProperty(name, "rate", rate, "a number > 0 (fractions allowed, e.g. 0.5)")
+				.getMessage());
+		}
+		return value;
+	}
+
+	private static @Nullable Long limitOf(String name, @Nullable Object limit) {
+		if (limit == null) {
+			return null;
+		}
+		BigDecimal value = number(limit);
+		if (value != null) {
+			try {
+				return value.longValueExact();
+			}
+			catch (ArithmeticException ex) {
+				// fractional, or beyond a long: said below
+			}
+		}
+		throw invalid(RateLimitConfigurationException
+			.invalidProperty(name, "limit", (value != null) ? value : limit, "a whole number >= 1")
+			.getMessage());
+	}
+
+	private static @Nullable BigDecimal number(Object value) {
+		if (value instanceof BigDecimal decimal) {
+			return decimal;
+		}
+		if (value instanceof Long || value instanceof Integer || value instanceof Short || value instanceof Byte) {
+			return BigDecimal.valueOf(((Number) value).longValue());
+		}
+		if (value instanceof Double || value instanceof Float) {
+			double d = ((Number) value).doubleValue();
+			return Double.isFinite(d) ? BigDecimal.valueOf(d) : null;
+		}
+		try {
+			return new BigDecimal(value.toString().trim());
+		}
+		catch (NumberFormatException ex) {
+			return null;
+		}
 	}
 
 	/**

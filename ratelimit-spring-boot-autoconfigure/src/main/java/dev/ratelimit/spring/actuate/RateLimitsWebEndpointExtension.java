@@ -1,6 +1,5 @@
 package dev.ratelimit.spring.actuate;
 
-import java.math.BigDecimal;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -36,15 +35,18 @@ public class RateLimitsWebEndpointExtension {
 	 * {@link RateLimitsEndpoint#update} does.
 	 *
 	 * @param name the bucket name
-	 * @param rate the new rate per the configured period, or {@code null} to keep it
-	 * @param limit the new limit, or {@code null} to keep it
+	 * @param rate the new rate per the configured period, or {@code null} to keep it: taken as sent and
+	 *        read by the endpoint, so that a value that is not a number gets 400 with the reason (a typed
+	 *        parameter the framework cannot convert is a bare 400)
+	 * @param limit the new limit, or {@code null} to keep it: read the same way (a fraction gets 400 with
+	 *        the reason)
 	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
 	 *         would reject
 	 */
 	@WriteOperation
-	public WebEndpointResponse<Object> update(@Selector String name, @Nullable BigDecimal rate,
-			@Nullable Long limit, @Nullable String mode) {
+	public WebEndpointResponse<Object> update(@Selector String name, @Nullable Object rate,
+			@Nullable Object limit, @Nullable String mode) {
 		if (this.endpoint.bucket(name) == null) {
 			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
 		}

@@ -141,6 +141,31 @@ class RateLimitsEndpointWebTests {
 		this.mvc.perform(get("/actuator/ratelimits/db-writes")).andExpect(jsonPath("$.rate").value(500));
 	}
 
+	/**
+	 * An operator who sent {@code {"limit": 2.5}} or {@code {"rate": "abc"}} got a bare 400 (Boot's
+	 * error page, no message) instead of the reason the configuration would give.
+	 */
+	@Test
+	void answers400WithAMessageForAFractionalLimitOrARateThatIsNotANumber() throws Exception {
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"limit\": 2.5}"))
+			.andExpect(status().isBadRequest())
+			.andExpect(jsonPath("$.message").value(containsString("ratelimit.buckets.db-writes.limit is 2.5")))
+			.andExpect(jsonPath("$.message").value(containsString("a whole number >= 1")));
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"rate\": \"abc\"}"))
+			.andExpect(status().isBadRequest())
+			.andExpect(jsonPath("$.message").value(containsString("ratelimit.buckets.db-writes.rate is 'abc'")));
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"limit\": 40.0, \"rate\": \"250\"}"))
+			.andExpect(status().isOk())
+			.andExpect(jsonPath("$.limit").value(40))
+			.andExpect(jsonPath("$.rate").value(250));
+	}
+
 	@Test
 	void aKeyWithoutABucketOfItsOwnIs404() throws Exception {
 		this.mvc.perform(get("/actuator/ratelimits/db-writes/alice")).andExpect(status().isNotFound());
