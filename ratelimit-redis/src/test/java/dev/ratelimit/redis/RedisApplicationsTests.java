@@ -15,6 +15,7 @@ import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.aop.SeveralBucketsExceeded;
+import org.junit.jupiter.api.Disabled;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -128,6 +129,41 @@ class RedisApplicationsTests {
 			assertThat(contexts.get(2).getBean("tuned", RateLimiter.class).snapshot().rate()).isEqualTo(200);
 			assertThat(endpoint(contexts.get(2)).bucket("tuned").rate())
 				.isEqualByComparingTo("200");
+		});
+	}
+
+	/**
+	 * Two sample instances on one Redis: {"mode": "shadow"} posted to one instance's endpoint was never
+	 * seen by the other (still "enforce" after 3 s, still answering 429), and a later
+	 * {"mode": "enforce", "rate": 2, "limit": 2} on the other left the first in shadow mode while its rate
+	 * and limit followed. The contract's one-second promise covers every retune the endpoint takes,
+	 * the mode included; the mode is not among the settings kept in Redis.
+	 */
+	@Test
+	@Disabled("Defect: a mode switch through the endpoint stays on the instance that took it; the fix puts the "
+			+ "mode among the bucket's settings in Redis (the script and README's fields), a change too large to make here")
+	void aModeSwitchThroughOneInstancesEndpointIsSeenByTheOtherWithinOneSecond() {
+		List<ApplicationContextRunner> runners = new ArrayList<>();
+		for (int i = 0; i < 2; i++) {
+			runners.add(instance("moded", "ratelimit.buckets.moded.rate=1", "ratelimit.buckets.moded.period=1h",
+					"ratelimit.buckets.moded.limit=1", "ratelimit.buckets.moded.max-wait=0"));
+		}
+		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
+		together(runners, contexts, () -> {
+			endpoint(contexts.get(0)).update("moded", null, null, "shadow");
+			long deadline = System.nanoTime() + Duration.ofSeconds(1).toNanos();
+			String seen = null;
+			while (System.nanoTime() < deadline + Duration.ofSeconds(1).toNanos()) {
+				// a call, as for a rate or limit retune, is all an instance needs to take it on
+				contexts.get(1).getBean("moded", RateLimiter.class).tryAcquire(1);
+				seen = endpoint(contexts.get(1)).bucket("moded").mode();
+				if ("shadow".equals(seen)) {
+					break;
+				}
+				sleep(50);
+			}
+			assertThat(seen).isEqualTo("shadow");
+			assertThat(System.nanoTime()).isLessThan(deadline + Duration.ofMillis(200).toNanos());
 		});
 	}
 
