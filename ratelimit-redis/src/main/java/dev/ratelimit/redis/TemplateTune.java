@@ -26,7 +26,9 @@ import org.jspecify.annotations.Nullable;
  * with a different configuration drops the retune). The buckets of keys have no retune record of
  * their own: their hashes, {@code <key-prefix>{<bucket>:<key>}}, expire when full like any bucket's,
  * so an idle key leaves nothing in Redis, and a key that comes back gets the template's settings in
- * force.
+ * force. The record also holds when the retune was made (Redis's {@code TIME}); the settings read here
+ * carry it ({@link Settings#retunedAtMicros()}) and a key's call passes it, so that a key's hash written
+ * with the settings before the retune counts the time up to the retune at those.
  *
  * <h2>How the buckets read it</h2>
  * The bucket itself and its overflow bucket ({@code <key-prefix>{<bucket>}:overflow}, the same hash
