@@ -208,6 +208,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
 				} : this.tune::adopt);
+		if (this.key.equals(templateKey)) {
+			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
+			this.tune.meterThrough(this.detector);
+		}
 		if (own.capped()) {
 			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
 		}
