@@ -74,9 +74,11 @@ final class BucketScript {
 
 	/**
 	 * The rate as {@code a} tokens per {@code b} microseconds, reduced, with the bucket's limit, whether
-	 * its release is capped and the lease of capped tokens: what every call sends.
+	 * its release is capped and the lease of capped tokens: what every call sends; and, for settings that
+	 * come from a retune, when it was made ({@code retunedAtMicros}, Redis's {@code TIME}; 0 for a
+	 * configuration), which a key's call passes so that the time before it counts at the old settings.
 	 */
-	record Settings(Rate rate, long limit, boolean capped, long leaseMicros, long a, long b) {
+	record Settings(Rate rate, long limit, boolean capped, long leaseMicros, long a, long b, long retunedAtMicros) {
 
 		static Settings of(Rate rate, long limit, boolean capped, Duration lease, String bucket) {
 			if (limit < 1) {
@@ -95,7 +97,7 @@ final class BucketScript {
 						+ " a coarser period or a smaller limit");
 			}
 			long leaseMicros = Math.min(TimeUnit.MILLISECONDS.toMicros(lease.toMillis()), MAX_EXACT);
-			return new Settings(rate, limit, capped, leaseMicros, a, b);
+			return new Settings(rate, limit, capped, leaseMicros, a, b, 0);
 		}
 
 		/** The largest cost a call may ask for: its tokens in units of {@code 1/b} stay exact. */
@@ -120,19 +122,40 @@ final class BucketScript {
 			return of(this.rate, next, this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket);
 		}
 
+		/** These settings, as made by a retune at {@code micros} (Redis's {@code TIME}). */
+		Settings retunedAt(long micros) {
+			return new Settings(this.rate, this.limit, this.capped, this.leaseMicros, this.a, this.b, micros);
+		}
+
 		/**
-		 * The settings a reply says are in effect: a retune made through any instance, or these (the
-		 * configuration) when there is none.
+		 * The settings a reply says are in effect: a retune made through any instance (with its time), or
+		 * these (the configuration) when there is none.
 		 */
 		Settings inEffect(Reply reply, Settings current, String bucket) {
 			if (reply.tunedB() == 0) {
 				return this;
 			}
 			if (reply.tunedA() == current.a && reply.tunedB() == current.b && reply.tunedLimit() == current.limit) {
-				return current;
+				return (reply.tunedAtMicros() == current.retunedAtMicros) ? current
+						: current.retunedAt(reply.tunedAtMicros());
 			}
 			return of(Rate.of(reply.tunedTokens(), Duration.ofNanos(reply.tunedPeriodNanos())), reply.tunedLimit(),
-					this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket);
+					this.capped, Duration.ofNanos(this.leaseMicros * 1000), bucket)
+				.retunedAt(reply.tunedAtMicros());
+		}
+
+		/**
+		 * The script's arguments for a call on a key's bucket (three keys): the settings in force, then the
+		 * time of the retune they come from (0: the configuration), so that a key's hash written with other
+		 * settings counts the time before the retune at those.
+		 *
+		 * @param inForce the template's settings in force, as this instance last read them
+		 */
+		static String[] keyArguments(Settings inForce, Mode mode, long n, long maxWaitMicros, String id) {
+			String[] head = arguments(inForce, mode, n, maxWaitMicros, id, null);
+			String[] all = java.util.Arrays.copyOf(head, head.length + 1);
+			all[head.length] = Long.toString(inForce.retunedAtMicros);
+			return all;
 		}
 
 		/**
@@ -153,6 +176,7 @@ final class BucketScript {
 			if (retune == null) {
 				return head;
 			}
+
 			String[] all = java.util.Arrays.copyOf(head, head.length + 5);
 			all[head.length] = Long.toString(retune.a);
 			all[head.length + 1] = Long.toString(retune.b);
@@ -220,9 +244,10 @@ final class BucketScript {
 	 * @param tunedLimit its limit, or 0
 	 * @param tunedTokens its rate's tokens per period, or 0
 	 * @param tunedPeriodNanos its rate's period, or 0
+	 * @param tunedAtMicros when it was made (Redis's {@code TIME}), or 0
 	 */
 	record Reply(long code, long waitMicros, long level, long remainder, long inFlight, long tunedA, long tunedB,
-			long tunedLimit, long tunedTokens, long tunedPeriodNanos) {
+			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros) {
 
 		static final long REFUSED = 0;
 
@@ -230,13 +255,18 @@ final class BucketScript {
 
 		static final long AWAITING_RELEASE = 2;
 
+		/**
+		 * The reply's eleven values; ten (as the script gave before a retune recorded its time) are read with
+		 * a time of 0.
+		 */
 		static Reply of(@Nullable List<?> values) {
-			if (values == null || values.size() != 10) {
+			if (values == null || (values.size() != 11 && values.size() != 10)) {
 				throw new IllegalStateException("Unexpected reply from the bucket script: " + values);
 			}
 			return new Reply(number(values.get(0)), number(values.get(1)), number(values.get(2)),
 					number(values.get(3)), number(values.get(4)), number(values.get(5)), number(values.get(6)),
-					number(values.get(7)), number(values.get(8)), number(values.get(9)));
+					number(values.get(7)), number(values.get(8)), number(values.get(9)),
+					(values.size() == 11) ? number(values.get(10)) : 0);
 		}
 
 		private static long number(Object value) {

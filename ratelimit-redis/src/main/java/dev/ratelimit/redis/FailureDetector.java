@@ -198,6 +198,19 @@ final class FailureDetector {
 		record(outcome, nanos);
 	}
 
+	/**
+	 * Times a call to Redis made for the bucket outside this detector, a read of its template's settings
+	 * ({@link TemplateTune}), in {@code ratelimit.backend.calls} like the bucket's own calls (the same
+	 * listeners). It does not count towards the switch to the failure policy: those reads have a back-off of
+	 * their own, and the bucket's calls find out for themselves whether Redis answers.
+	 *
+	 * @param outcome how the call ended
+	 * @param nanos how long it took (the timeout, for a call that timed out)
+	 */
+	void recordCall(BackendHealth.Outcome outcome, long nanos) {
+		record(outcome, nanos);
+	}
+
 	private void record(BackendHealth.Outcome outcome, long nanos) {
 		for (BackendHealth.CallListener listener : this.listeners) {
 			listener.called(outcome, nanos);

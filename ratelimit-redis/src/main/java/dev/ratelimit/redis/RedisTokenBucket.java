@@ -81,8 +81,11 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * ({@code <key-prefix>{<bucket>:<key>}}). There is one retune for all of them, the template's: the
  * overflow bucket reads it in each call (same hash tag), and a key's bucket, in another Redis Cluster hash
  * slot, passes the settings in force as arguments, read at most {@value TemplateTune#STALE_MILLIS} ms
- * before its call. A key's hash expires when full, like any bucket's, and keeps no retune: an idle key
- * costs Redis nothing, and comes back with the settings in force.
+ * before its call, with the time of the retune they come from. A key's hash expires when full, like any
+ * bucket's, and keeps no retune: an idle key costs Redis nothing, and comes back with the settings in
+ * force. It records the settings it was written with, so that the first call after a retune counts the
+ * time before the retune at those (the README's "Settings that changed since the last write": exact for
+ * one retune between two writes of a key; with several, the time up to the last counts at the key's).
  */
 public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
@@ -205,6 +208,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
 				} : this.tune::adopt);
+		if (this.key.equals(templateKey)) {
+			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
+			this.tune.meterThrough(this.detector);
+		}
 		if (own.capped()) {
 			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
 		}
@@ -563,11 +570,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** The local bucket of the {@code local} failure policy, at the settings in force. */
 	private SharedTokenBucket fallback() {
 		Settings s = this.tune.current();
-		if (s != this.fallbackSettings) {
+		Settings was = this.fallbackSettings;
+		if (s != was) {
 			synchronized (this.fallbackLock) {
-				if (s != this.fallbackSettings) {
-					this.fallback.updateRate(s.rate().tokens(), s.rate().period());
-					this.fallback.updateLimit(s.limit());
+				was = this.fallbackSettings;
+				if (s != was) {
+					// (the same settings read again with another retune time change nothing here)
+					if (was == null || !s.rate().equals(was.rate()) || s.limit() != was.limit()) {
+						this.fallback.updateRate(s.rate().tokens(), s.rate().period());
+						this.fallback.updateLimit(s.limit());
+					}
 					this.fallbackSettings = s;
 				}
 			}
@@ -583,7 +595,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * @param s the settings of the call ({@link #awaitSettings()}): a key's bucket passes them
 	 */
 	private @Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros, String id) {
-		String[] arguments = Settings.arguments(argumentsOf(s), mode, n, maxWaitMicros, id, null);
+		String[] arguments = arguments(s, mode, n, maxWaitMicros, id);
 		return this.detector.send(() -> run(arguments),
 				(mode == Mode.ACQUIRE) ? (unused) -> giveBack(unused, n, id) : null);
 	}
@@ -597,15 +609,17 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * while it reconnects), so that nothing stays claimed for a failure that is already over.
 	 */
 	private void sendUnconditionally(Mode mode, long n, String id) {
-		run(Settings.arguments(argumentsOf(this.tune.current()), mode, n, 0, id, null));
+		run(arguments(this.tune.current(), mode, n, 0, id));
 	}
 
 	/**
-	 * The settings the script is given: a key's bucket's, those in force (it has no retune record); the
-	 * others', the configuration (the script compares a retune's with it).
+	 * The script's arguments: a key's bucket passes the settings in force (it has no retune record) and
+	 * the time of the retune they come from; the others, the configuration (the script compares a
+	 * retune's with it).
 	 */
-	private Settings argumentsOf(Settings inForce) {
-		return this.keyBucket ? inForce : this.tune.configured();
+	private String[] arguments(Settings inForce, Mode mode, long n, long maxWaitMicros, String id) {
+		return this.keyBucket ? Settings.keyArguments(inForce, mode, n, maxWaitMicros, id)
+				: Settings.arguments(this.tune.configured(), mode, n, maxWaitMicros, id, null);
 	}
 
 	/** Gives back what an answer nobody takes holds: its tokens, or its place in the queue. */

@@ -11,6 +11,7 @@ import java.util.function.LongSupplier;
 import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
+import dev.ratelimit.spring.BackendHealth;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
@@ -26,7 +27,9 @@ import org.jspecify.annotations.Nullable;
  * with a different configuration drops the retune). The buckets of keys have no retune record of
  * their own: their hashes, {@code <key-prefix>{<bucket>:<key>}}, expire when full like any bucket's,
  * so an idle key leaves nothing in Redis, and a key that comes back gets the template's settings in
- * force.
+ * force. The record also holds when the retune was made (Redis's {@code TIME}); the settings read here
+ * carry it ({@link Settings#retunedAtMicros()}) and a key's call passes it, so that a key's hash written
+ * with the settings before the retune counts the time up to the retune at those.
  *
  * <h2>How the buckets read it</h2>
  * The bucket itself and its overflow bucket ({@code <key-prefix>{<bucket>}:overflow}, the same hash
@@ -36,7 +39,8 @@ import org.jspecify.annotations.Nullable;
  * without making anyone wait, by the first key's call that finds them older than
  * {@value #REFRESH_MILLIS} ms; a key's call that finds them older than {@value #STALE_MILLIS} ms waits
  * for that read (at most the bucket's timeout, and not at all while the bucket runs on its failure
- * policy). Every reply of the bucket's own or overflow calls counts as a read. So, while Redis answers,
+ * policy). Every reply of the bucket's own or overflow calls counts as a read. Each read is timed in
+ * {@code ratelimit.backend.calls} with the template's own calls ({@link #meterThrough}). So, while Redis answers,
  * a key's call never uses settings read more than {@value #STALE_MILLIS} ms before it: a retune reaches
  * every key of every instance within one second (contract revision 2), and an idle instance reads
  * nothing. When a read fails or times out, the calls go on with the settings last read, and none waits
@@ -95,6 +99,12 @@ final class TemplateTune {
 	/** Whether a retune this instance cannot hold has been logged. */
 	private boolean warned;
 
+	/**
+	 * The failure detector of the template's own bucket, whose listeners time every call to Redis in
+	 * {@code ratelimit.backend.calls}: the reads made here are timed there too ({@link #meterThrough}).
+	 */
+	private volatile @Nullable FailureDetector meter;
+
 	TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
 			long timeoutNanos, LongSupplier clock) {
 		this.bucket = bucket;
@@ -105,6 +115,17 @@ final class TemplateTune {
 		this.connection = connection;
 		this.timeoutNanos = timeoutNanos;
 		this.clock = clock;
+	}
+
+	/**
+	 * Times every read made from now on in the meters of the template's own bucket, with its calls
+	 * ({@code ratelimit.backend.calls}, outcome {@code ok}, {@code timeout} or {@code error}): a template
+	 * whose reads fail shows it there, not only in the log.
+	 *
+	 * @param detector the failure detector of the template's own bucket
+	 */
+	void meterThrough(FailureDetector detector) {
+		this.meter = detector;
 	}
 
 	/** @return the settings as configured on this instance (the script compares a retune's with them) */
@@ -208,6 +229,7 @@ final class TemplateTune {
 				}
 			}
 			boolean answered = failure == null;
+			meter(failure, this.clock.getAsLong() - sent);
 			readDone(answered, answered ? null : failure);
 			this.reading.set(null);
 			done.complete(answered);
@@ -237,9 +259,29 @@ final class TemplateTune {
 		}
 	}
 
+	/** Times a read that ended: {@code ok}, {@code timeout} (timed as the timeout) or {@code error}. */
+	private void meter(@Nullable Throwable failure, long nanos) {
+		FailureDetector detector = this.meter;
+		if (detector == null) {
+			return;
+		}
+		if (failure == null) {
+			detector.recordCall(BackendHealth.Outcome.OK, Math.max(nanos, 0));
+		}
+		else if (unwrap(failure) instanceof TimeoutException) {
+			detector.recordCall(BackendHealth.Outcome.TIMEOUT, this.timeoutNanos);
+		}
+		else {
+			detector.recordCall(BackendHealth.Outcome.ERROR, Math.max(nanos, 0));
+		}
+	}
+
+	private static @Nullable Throwable unwrap(@Nullable Throwable failure) {
+		return (failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause() : failure;
+	}
+
 	private static String describe(@Nullable Throwable failure) {
-		Throwable cause = (failure instanceof CompletionException && failure.getCause() != null) ? failure.getCause()
-				: failure;
+		Throwable cause = unwrap(failure);
 		return (cause == null || cause instanceof TimeoutException) ? "no answer within the timeout"
 				: FailureDetector.describe(cause);
 	}

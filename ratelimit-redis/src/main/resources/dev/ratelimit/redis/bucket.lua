@@ -3,27 +3,36 @@
 -- Called with four keys (a bucket, and the overflow bucket of a bucket used with a key):
 -- KEYS[1] the bucket's hash: l = level (tokens available; negative = claimed by waiting callers),
 --         t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
---         u = the B that r is counted in, f = tokens in flight (capped release), q = ticket counter,
+--         u = the B that r is counted in, a and m = the A and the limit it was written with (with u,
+--         the settings of its last write), f = tokens in flight (capped release), q = ticket counter,
 --         d:<ticket> = a queued ticket's deadline
--- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, and cfg,
---         the configuration they apply to (a restart with another configuration drops them); never
---         expires. The overflow bucket passes its template's, <prefix>{<bucket>}:retuned
+-- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, at (when it
+--         was made, microseconds of Redis TIME), and cfg, the configuration they apply to (a restart
+--         with another configuration drops them); never expires. The overflow bucket passes its
+--         template's, <prefix>{<bucket>}:retuned
 -- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
 -- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
 -- Called with three keys (the bucket of one key, <prefix>{<bucket>:<key>}): KEYS[1], the leases and
 -- the queue. There is no retune record: the settings passed are in force (the caller passes its
--- template's retune, read with mode tune on the template's keys), and the retune mode is refused.
+-- template's retune, read with mode tune on the template's keys, and the time it was made as ARGV[10]),
+-- and the retune mode is refused.
 --
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
 --       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune), id (<id>#<n>,
---       capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns)
--- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns)}; code 1 =
--- granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases (nothing
--- taken), 3 = the other modes. The last five are the retune in effect, or zeros for the configuration
--- (always zeros with three keys). Mode tune answers only them (and drops a retune of another
--- configuration): it reads and writes nothing else.
+--       capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns); with three keys,
+--       ARGV[10] is the time (us) of the retune whose settings are passed (0 or absent: the configuration)
+-- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us)};
+-- code 1 = granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases
+-- (nothing taken), 3 = the other modes. The last six are the retune in effect, or zeros for the
+-- configuration (always zeros with three keys). Mode tune answers only them (and drops a retune of
+-- another configuration): it reads and writes nothing else.
+--
+-- A hash written with other settings than those in force (a retune, or a restart with another
+-- configuration, since its last write) counts the time since its last write at the settings it was
+-- written with up to the retune's time (or its last write, when that came later), and at the settings in
+-- force after it: exact when the settings changed once between two writes of the hash.
 local key, retuned, leases, queue
 if #KEYS == 4 then
   key, retuned, leases, queue = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -51,23 +60,41 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 
 -- the settings in effect: a retune made for this configuration, or the configuration
 local cfg = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
-local tuned = {0, 0, 0, 0, 0}
+local tuned = {0, 0, 0, 0, 0, 0}
+-- when the settings in force were set: the retune's time (0 for the configuration)
+local since = 0
 if retuned then
-  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg')
+  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg', 'at')
   if tune[6] then
     if tune[6] == cfg then
       A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
-      tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5])}
+      since = tonumber(tune[7]) or 0
+      tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5]), since}
     elseif writes or mode == 'tune' then
       redis.call('DEL', retuned)
     end
   end
+else
+  since = tonumber(ARGV[10]) or 0
 end
 if mode == 'tune' then
-  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5]}
+  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6]}
 end
 
-local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u')
+-- adds the credit of `elapsed` microseconds at a units of 1/b per microsecond, at most up to full (lim)
+local function replenish(level, rem, elapsed, a, b, lim)
+  local need = (lim - level) * b - rem
+  if need <= 0 then
+    return level, 0
+  elseif elapsed >= math.ceil(need / a) then
+    return lim, 0
+  end
+  local units = elapsed * a + rem
+  local add = math.floor(units / b)
+  return level + add, units - add * b
+end
+
+local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm')
 local level = tonumber(state[1])
 local last = tonumber(state[2])
 local rem = tonumber(state[3])
@@ -75,9 +102,25 @@ local inflight = tonumber(state[4])
 if level == nil then
   -- a missing key is a bucket that has been full long enough to expire
   level, last, rem, inflight = limit, now, 0, 0
-elseif tonumber(state[5]) ~= B then
-  -- the remainder was counted in another rate's units: drop it (never more than a token's worth)
-  rem = 0
+else
+  local wa, wb, wlimit = tonumber(state[6]), tonumber(state[5]), tonumber(state[7])
+  if wa and wb and wlimit and (wa ~= A or wb ~= B or wlimit ~= limit) then
+    -- written with other settings: they hold up to the retune (or up to the last write, when an
+    -- instance that had not learned of the retune yet wrote after it), the settings in force after
+    if level >= wlimit then
+      level = wlimit
+      rem = 0
+    end
+    local switched = math.min(math.max(last, since), now)
+    if switched > last then
+      level, rem = replenish(level, rem, switched - last, wa, wb, wlimit)
+      last = switched
+    end
+  end
+  if wb ~= B then
+    -- the remainder was counted in another rate's units: drop it (never more than a token's worth)
+    rem = 0
+  end
 end
 
 -- a lowered limit drops the excess (and a remainder at the limit: never more than limit tokens)
@@ -89,18 +132,7 @@ end
 -- replenish: the time since the last update, at most up to full
 local elapsed = now - last
 if elapsed > 0 then
-  local need = (limit - level) * B - rem
-  if need <= 0 then
-    rem = 0
-  elseif elapsed >= math.ceil(need / A) then
-    level = limit
-    rem = 0
-  else
-    local units = elapsed * A + rem
-    local add = math.floor(units / B)
-    level = level + add
-    rem = units - add * B
-  end
+  level, rem = replenish(level, rem, elapsed, A, B, limit)
   last = now
 elseif elapsed < 0 then
   -- Redis's clock stepped back (a failover to a replica whose clock is behind): count from the new
@@ -207,7 +239,8 @@ elseif mode == 'leave' then
   leave_queue()
 elseif mode == 'retune' then
   local a2, b2, limit2 = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
-  redis.call('HSET', retuned, 'a', a2, 'b', b2, 'limit', limit2, 'tokens', ARGV[13], 'period', ARGV[14], 'cfg', cfg)
+  redis.call('HSET', retuned, 'a', a2, 'b', b2, 'limit', limit2, 'tokens', ARGV[13], 'period', ARGV[14], 'at', now,
+    'cfg', cfg)
   if b2 ~= B then
     rem = 0
   end
@@ -216,16 +249,16 @@ elseif mode == 'retune' then
     level = limit
     rem = 0
   end
-  tuned = {A, B, limit, tonumber(ARGV[13]), tonumber(ARGV[14])}
+  tuned = {A, B, limit, tonumber(ARGV[13]), tonumber(ARGV[14]), now}
   woken = true
 end
 
-local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5]}
+local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6]}
 if not writes then
   return reply
 end
 
-redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B)
+redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B, 'a', A, 'm', limit)
 -- expire when the bucket would be full again anyway (plus a second); leases and queued tickets keep
 -- it (and them) until the last of them runs out
 local ttl = math.ceil(math.max(0, (limit - level) * B - rem) / A / 1000) + 1000

@@ -141,21 +141,51 @@ class BucketScriptModelTests {
 	}
 
 	/**
+	 * The buckets of a template's keys across retunes of the template ({@link #runKeyedSequence}):
+	 * {@code -Dmodel.keyed.seed=<seed>} replays one sequence; {@code -Dmodel.sequences} and
+	 * {@code -Dmodel.start} as above.
+	 */
+	@Test
+	void theBucketsOfKeysFollowTheReferenceAcrossRetunesOfTheirTemplate() {
+		String sha = load(testCopy(source()));
+		Long replay = Long.getLong("model.keyed.seed");
+		if (replay != null) {
+			runKeyedSequence(sha, replay, true);
+			return;
+		}
+		int sequences = Integer.getInteger("model.sequences", 2000);
+		long start = Long.getLong("model.start", new Random().nextLong());
+		long began = System.nanoTime();
+		long steps = 0;
+		for (int i = 0; i < sequences; i++) {
+			steps += runKeyedSequence(sha, start + i, false);
+		}
+		System.out.printf("BucketScriptModelTests (keyed): %d sequences (seeds %d..%d), %d calls, %d ms%n", sequences,
+				start, start + sequences - 1, steps, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began));
+	}
+
+	/**
 	 * The model notices a script broken on purpose: each row replaces one piece of the test copy, and the
 	 * sequences of seeds 0 to 1999 must find it (fixed seeds, so that the outcome is the same on every run).
 	 */
 	@ParameterizedTest(name = "{0}")
 	@CsvSource(delimiter = '|', quoteCharacter = '"', textBlock = """
-			replenish rounds up             | local add = math.floor(units / B)             | local add = math.ceil(units / B)
+			replenish rounds up             | local add = math.floor(units / b)             | local add = math.ceil(units / b)
 			wait rounds down                | wait = math.ceil(((0 - level) * B - rem) / A) | wait = math.floor(((0 - level) * B - rem) / A)
 			refund over the limit           | level = level + n\\n  if level >= limit then  | level = level + n\\n  if false then
 			remainder kept at the limit     | if level >= limit then\\n  level = limit\\n  rem = 0\\nend | if level > limit then\\n  level = limit\\n  rem = 0\\nend
 			peek counts dead leases in flight | if capped then\\n  -- leases that ran out | if capped and writes then\\n  -- leases that ran out
 			refusal at the max-wait         | if wait > maxwait then                        | if wait >= maxwait then
 			clock back stalls               | elseif elapsed < 0 then                       | elseif false then
-			remainder kept in other units   | elseif tonumber(state[5]) ~= B then           | elseif false then
+			remainder kept in other units   | if wb ~= B then                               | if false then
 			retune keeps the remainder      | if b2 ~= B then                               | if false then
-			full at one interval too soon   | elseif elapsed >= math.ceil(need / A) then    | elseif elapsed >= math.floor(need / A) then
+			full at one interval too soon   | elseif elapsed >= math.ceil(need / a) then    | elseif elapsed >= math.floor(need / a) then
+			a retune counts from the last write | local switched = math.min(math.max(last, since), now) | local switched = last
+			a retune counts from now        | local switched = math.min(math.max(last, since), now) | local switched = now
+			a write after the retune ignored | local switched = math.min(math.max(last, since), now) | local switched = math.min(since, now)
+			old settings above their limit  | if level >= wlimit then\\n      level = wlimit  | if false then\\n      level = wlimit
+			overflow without the retune's time | since = tonumber(tune[7]) or 0             | since = 0
+			key without the retune's time   | since = tonumber(ARGV[10]) or 0               | since = 0
 			lease without the wait          | redis.call('ZADD', leases, now + wait + lease, id) | redis.call('ZADD', leases, now + lease, id)
 			lease runs out a microsecond late | redis.call('ZRANGEBYSCORE', leases, '-inf', now) | redis.call('ZRANGEBYSCORE', leases, '-inf', now - 1)
 			queue jumped                    | if capped and ((head and head ~= id) or inflight + n > limit) then | if capped and (inflight + n > limit) then
@@ -172,6 +202,7 @@ class BucketScriptModelTests {
 		assertThatThrownBy(() -> {
 			for (int i = 0; i < 2000; i++) {
 				runSequence(sha, start + i, false);
+				runKeyedSequence(sha, start + i, false);
 			}
 		}).isInstanceOf(AssertionError.class).hasMessageContaining("-Dmodel.seed=");
 	}
@@ -237,6 +268,139 @@ class BucketScriptModelTests {
 		catch (AssertionError | RuntimeException ex) {
 			throw new AssertionError("Model sequence failed, seed " + seed + " (replay with -Dmodel.seed=" + seed
 					+ "):\n  " + String.join("\n  ", trace) + "\n" + ex.getMessage(), ex);
+		}
+	}
+
+	/**
+	 * Runs one sequence on a bucket used with a key: its template ({@code keyed:{<seed>}}, four keys), its
+	 * overflow bucket (four keys, the template's retune) and two keys' buckets ({@code keyed:{<seed>:k0}},
+	 * three keys), with retunes of the template between the keys' calls. Two instances call the keys with
+	 * the template's settings as each last read them (mode {@code tune}, or the reply of a call on the
+	 * template or the overflow bucket), so that a key is also written by an instance that has not learned
+	 * of a retune yet. Returns its number of calls.
+	 */
+	private static int runKeyedSequence(String sha, long seed, boolean verbose) {
+		Random random = new Random(seed);
+		List<String> trace = new ArrayList<>();
+		String template = "keyed:{" + seed + "}";
+		String[] templateKeys = { template, template + ":retuned", template + ":leases", template + ":queue" };
+		String overflow = template + ":overflow";
+		String[] overflowKeys = { overflow, template + ":retuned", overflow + ":leases", overflow + ":queue" };
+		boolean capped = random.nextBoolean();
+		long[] rate = rate(random);
+		long limit = limit(random, rate[1]);
+		long lease = 1 + (long) (random.nextDouble() * 4 * interval(rate));
+		Model.Settings settings = new Model.Settings(rate[0], rate[1], limit);
+		Model templateModel = new Model(settings, capped, lease);
+		Model overflowModel = new Model(settings, capped, lease);
+		Model[] keyModels = { new Model(rate[0], rate[1], limit, capped, lease),
+				new Model(rate[0], rate[1], limit, capped, lease) };
+		String[][] keyKeys = new String[keyModels.length][];
+		String[][] keyDumps = new String[keyModels.length][];
+		for (int k = 0; k < keyModels.length; k++) {
+			String key = "keyed:{" + seed + ":k" + k + "}";
+			keyKeys[k] = new String[] { key, key + ":leases", key + ":queue" };
+			keyDumps[k] = new String[] { key, key + ":none", key + ":leases", key + ":queue" };
+		}
+		// what each instance last read of the template: A, B, limit and the retune's time (0: configuration)
+		long[][] known = { { rate[0], rate[1], limit, 0 }, { rate[0], rate[1], limit, 0 } };
+		long now = 1_700_000_000_000_000L + random.nextInt(1_000_000_000);
+		trace.add("template A=" + rate[0] + " B=" + rate[1] + " limit=" + limit
+				+ (capped ? " capped lease=" + lease : "") + " key=" + template);
+		int steps = 10 + random.nextInt(60);
+		int calls = 0;
+		int claims = 0;
+		List<String> claimed = new ArrayList<>();
+		try {
+			for (int step = 0; step < steps; step++) {
+				long move = move(random, templateModel.interval());
+				if (move != 0) {
+					now += move;
+					trace.add("time " + (move > 0 ? "+" : "") + move + " us");
+				}
+				if (random.nextInt(60) == 0) {
+					long[] next = random.nextBoolean() ? settings.original : rate(random);
+					long nextLimit = random.nextBoolean() && next == settings.original ? settings.original[2]
+							: limit(random, next[1]);
+					templateModel.restart(next[0], next[1], nextLimit);
+					known = new long[][] { { next[0], next[1], nextLimit, 0 }, { next[0], next[1], nextLimit, 0 } };
+					trace.add("restart with A=" + next[0] + " B=" + next[1] + " limit=" + nextLimit);
+				}
+				int instance = random.nextInt(2);
+				int pick = random.nextInt(20);
+				Model model;
+				String[] keys;
+				String[] dumpKeys;
+				String target;
+				long[] passed = null;
+				Call call;
+				if (pick < 3) {
+					model = templateModel;
+					keys = templateKeys;
+					target = "template";
+					call = retune(random, model);
+				}
+				else if (pick < 5) {
+					model = templateModel;
+					keys = templateKeys;
+					target = "template";
+					call = new Call("tune", 0, 0, "", null);
+				}
+				else if (pick < 7) {
+					model = templateModel;
+					keys = templateKeys;
+					target = "template";
+					call = call(random, model, claims, claimed, false);
+				}
+				else if (pick < 9) {
+					model = overflowModel;
+					keys = overflowKeys;
+					target = "overflow";
+					call = call(random, model, claims, claimed, false);
+				}
+				else {
+					int k = random.nextInt(keyModels.length);
+					model = keyModels[k];
+					keys = keyKeys[k];
+					passed = known[instance].clone();
+					model.restart(passed[0], passed[1], passed[2]); // its calls' settings
+					target = "key k" + k + " with A=" + passed[0] + " B=" + passed[1] + " limit=" + passed[2]
+							+ " since=" + passed[3];
+					call = call(random, model, claims, claimed, false);
+				}
+				dumpKeys = (passed == null) ? keys : keyDumps[java.util.Arrays.asList(keyModels).indexOf(model)];
+				if (call.mode.equals("acquire") && !call.id.isEmpty() && !model.queue.containsKey(call.id)) {
+					claims++;
+					claimed.add(call.id);
+				}
+				long[] expected = model.step(call, now, passed);
+				RedisFuture<List<Object>> replied = (passed == null) ? eval(sha, keys, model, call, now)
+						: evalKey(sha, keys, passed, model, call, now);
+				RedisFuture<List<Object>> stored = dump(dumpKeys);
+				List<Object> reply = await(replied);
+				calls++;
+				trace.add("instance " + instance + ", " + target + ": " + call + " -> " + reply);
+				long[] actual = new long[reply.size()];
+				for (int i = 0; i < actual.length; i++) {
+					actual[i] = (Long) reply.get(i);
+				}
+				assertThat(actual).as("reply, expected " + java.util.Arrays.toString(expected)).isEqualTo(expected);
+				check(model, await(stored), trace);
+				if (passed == null) {
+					// the instance takes on the settings the reply says are in force (TemplateTune.adopt)
+					known[instance] = (actual[6] == 0)
+							? new long[] { settings.configured[0], settings.configured[1], settings.configured[2], 0 }
+							: new long[] { actual[5], actual[6], actual[7], actual[10] };
+				}
+			}
+			if (verbose) {
+				System.out.println("seed " + seed + "\n" + String.join("\n", trace));
+			}
+			return calls;
+		}
+		catch (AssertionError | RuntimeException ex) {
+			throw new AssertionError("Keyed model sequence failed, seed " + seed + " (replay with -Dmodel.keyed.seed="
+					+ seed + "):\n  " + String.join("\n  ", trace) + "\n" + ex.getMessage(), ex);
 		}
 	}
 
@@ -322,6 +486,11 @@ class BucketScriptModelTests {
 	}
 
 	private static Call call(Random random, Model model, int claims, List<String> claimed) {
+		return call(random, model, claims, claimed, true);
+	}
+
+	/** A call of any mode; {@code retunes}: mode retune among them, else a sync in its place. */
+	private static Call call(Random random, Model model, int claims, List<String> claimed, boolean retunes) {
 		long limit = model.limitInEffect();
 		long interval = model.interval();
 		long n = switch (random.nextInt(5)) {
@@ -365,8 +534,12 @@ class BucketScriptModelTests {
 		if (pick < 92) {
 			return new Call("peek", 0, 0, "", null);
 		}
+		return retunes ? retune(random, model) : new Call("sync", 0, 0, "", null);
+	}
+
+	private static Call retune(Random random, Model model) {
 		long[] next = random.nextInt(3) == 0 ? new long[] { model.aInEffect(), model.bInEffect() } : rate(random);
-		long nextLimit = random.nextInt(3) == 0 ? limit : limit(random, next[1]);
+		long nextLimit = random.nextInt(3) == 0 ? model.limitInEffect() : limit(random, next[1]);
 		long tokens = 1 + random.nextInt(1000);
 		return new Call("retune", 0, 0, "", new long[] { next[0], next[1], nextLimit, tokens, 1000L * next[1] });
 	}
@@ -395,13 +568,24 @@ class BucketScriptModelTests {
 	}
 
 	private static RedisFuture<List<Object>> eval(String sha, String[] keys, Model model, Call call, long now) {
-		long[] retune = (call.retune != null) ? call.retune : null;
-		String[] args = { Long.toString(model.configured[0]), Long.toString(model.configured[1]),
-				Long.toString(model.configured[2]), Long.toString(call.n), Long.toString(call.maxwait),
-				model.capped ? "1" : "0", call.mode, call.id, Long.toString(model.lease),
-				retune == null ? "" : Long.toString(retune[0]), retune == null ? "" : Long.toString(retune[1]),
-				retune == null ? "" : Long.toString(retune[2]), retune == null ? "" : Long.toString(retune[3]),
-				retune == null ? "" : Long.toString(retune[4]), Long.toString(now) };
+		long[] retune = call.retune;
+		String[] tail = (retune == null) ? new String[] { "", "", "", "", "" }
+				: new String[] { Long.toString(retune[0]), Long.toString(retune[1]), Long.toString(retune[2]),
+						Long.toString(retune[3]), Long.toString(retune[4]) };
+		return eval(sha, keys, model.configured, model, call, tail, now);
+	}
+
+	/** A call on a key's bucket (three keys) with the settings {@code passed}: A, B, limit, the retune's time. */
+	private static RedisFuture<List<Object>> evalKey(String sha, String[] keys, long[] passed, Model model, Call call,
+			long now) {
+		return eval(sha, keys, passed, model, call, new String[] { Long.toString(passed[3]), "", "", "", "" }, now);
+	}
+
+	private static RedisFuture<List<Object>> eval(String sha, String[] keys, long[] settings, Model model, Call call,
+			String[] tail, long now) {
+		String[] args = { Long.toString(settings[0]), Long.toString(settings[1]), Long.toString(settings[2]),
+				Long.toString(call.n), Long.toString(call.maxwait), model.capped ? "1" : "0", call.mode, call.id,
+				Long.toString(model.lease), tail[0], tail[1], tail[2], tail[3], tail[4], Long.toString(now) };
 		return connection.async().evalsha(sha, ScriptOutputType.MULTI, keys, args);
 	}
 
@@ -497,6 +681,30 @@ class BucketScriptModelTests {
 	 */
 	static final class Model {
 
+		/**
+		 * The configuration and the retune record: shared by a template's bucket and its overflow bucket
+		 * (the overflow bucket reads its template's retune); a key's bucket has one of its own, whose
+		 * configuration is the settings its calls pass and which never holds a retune.
+		 */
+		static final class Settings {
+
+			final long[] original;
+
+			final long[] configured;
+
+			/** K:retuned: a, b, limit, tokens, period, at, and the configuration it was made for. */
+			long[] tune;
+
+			String tuneCfg;
+
+			Settings(long a, long b, long limit) {
+				this.original = new long[] { a, b, limit };
+				this.configured = this.original.clone();
+			}
+		}
+
+		final Settings settings;
+
 		final long[] original;
 
 		final long[] configured;
@@ -504,11 +712,6 @@ class BucketScriptModelTests {
 		final boolean capped;
 
 		final long lease;
-
-		/** K:retuned: a, b, limit, tokens, period, and the configuration it was made for. */
-		long[] tune;
-
-		String tuneCfg;
 
 		boolean exists;
 
@@ -519,6 +722,11 @@ class BucketScriptModelTests {
 		long rem;
 
 		long u;
+
+		/** The A and the limit the hash was written with ({@code u} is its B). */
+		long ra;
+
+		long rm;
 
 		long inflight;
 
@@ -534,8 +742,13 @@ class BucketScriptModelTests {
 		long ttlHigh;
 
 		Model(long a, long b, long limit, boolean capped, long lease) {
-			this.original = new long[] { a, b, limit };
-			this.configured = this.original.clone();
+			this(new Settings(a, b, limit), capped, lease);
+		}
+
+		Model(Settings settings, boolean capped, long lease) {
+			this.settings = settings;
+			this.original = settings.original;
+			this.configured = settings.configured;
 			this.capped = capped;
 			this.lease = lease;
 		}
@@ -547,7 +760,7 @@ class BucketScriptModelTests {
 		}
 
 		private boolean tuned() {
-			return this.tune != null && this.tuneCfg.equals(cfg());
+			return this.settings.tune != null && this.settings.tuneCfg.equals(cfg());
 		}
 
 		private String cfg() {
@@ -555,15 +768,15 @@ class BucketScriptModelTests {
 		}
 
 		long aInEffect() {
-			return tuned() ? this.tune[0] : this.configured[0];
+			return tuned() ? this.settings.tune[0] : this.configured[0];
 		}
 
 		long bInEffect() {
-			return tuned() ? this.tune[1] : this.configured[1];
+			return tuned() ? this.settings.tune[1] : this.configured[1];
 		}
 
 		long limitInEffect() {
-			return tuned() ? this.tune[2] : this.configured[2];
+			return tuned() ? this.settings.tune[2] : this.configured[2];
 		}
 
 		long interval() {
@@ -575,22 +788,54 @@ class BucketScriptModelTests {
 			return hash < 0 ? 0 : Long.parseLong(id.substring(hash + 1));
 		}
 
-		/** The reply the script must give; applies the call to the model unless it is a peek. */
+		/** The reply the script must give to a call with four keys; applies the call unless it writes nothing. */
 		long[] step(Call call, long now) {
-			boolean writes = !call.mode.equals("peek");
-			long[] tuned = new long[5];
+			return step(call, now, null);
+		}
+
+		/**
+		 * The reply the script must give; applies the call to the model unless it writes nothing.
+		 *
+		 * @param passed with three keys (a key's bucket), the settings the call passes: A, B, limit and
+		 *        the time of the retune they come from (0: the configuration); {@code null} with four keys
+		 */
+		long[] step(Call call, long now, long[] passed) {
+			boolean tuneMode = call.mode.equals("tune");
+			boolean writes = !call.mode.equals("peek") && !tuneMode;
+			long[] tuned = new long[6];
 			boolean dropTune = false;
-			if (this.tune != null) {
-				if (tuned()) {
-					tuned = this.tune.clone();
+			long a;
+			long b;
+			long limit;
+			long since;
+			if (passed == null) {
+				if (this.settings.tune != null) {
+					if (tuned()) {
+						tuned = this.settings.tune.clone();
+					}
+					else if (writes || tuneMode) {
+						dropTune = true;
+					}
 				}
-				else if (writes) {
-					dropTune = true;
-				}
+				a = aInEffect();
+				b = bInEffect();
+				limit = limitInEffect();
+				since = tuned[5];
 			}
-			long a = aInEffect();
-			long b = bInEffect();
-			long limit = limitInEffect();
+			else {
+				a = passed[0];
+				b = passed[1];
+				limit = passed[2];
+				since = passed[3];
+			}
+			if (tuneMode) {
+				// reads the retune and nothing else; drops one made for another configuration
+				if (dropTune) {
+					this.settings.tune = null;
+					this.settings.tuneCfg = null;
+				}
+				return new long[] { 3, 0, 0, 0, 0, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4], tuned[5] };
+			}
 			BigInteger bigB = BigInteger.valueOf(b);
 			BigInteger full = BigInteger.valueOf(limit).multiply(bigB);
 			BigInteger content;
@@ -602,11 +847,25 @@ class BucketScriptModelTests {
 				inflight = 0;
 			}
 			else {
-				// a remainder counted in another B is dropped
-				content = BigInteger.valueOf(this.level).multiply(bigB)
-					.add(BigInteger.valueOf(this.u == b ? this.rem : 0));
 				last = this.last;
 				inflight = this.inflight;
+				BigInteger u = BigInteger.valueOf(this.u);
+				BigInteger old = BigInteger.valueOf(this.level).multiply(u).add(BigInteger.valueOf(this.rem))
+					.min(BigInteger.valueOf(this.rm).multiply(u));
+				if (this.ra != a || this.u != b || this.rm != limit) {
+					// written with other settings: they hold up to the retune (or the last update, when that
+					// came after it: a writer that had not learned of the retune yet), then these; exact for
+					// one change of settings between two writes of the hash
+					long switched = Math.min(Math.max(last, since), now);
+					if (switched > last) {
+						old = old.add(BigInteger.valueOf(switched - last).multiply(BigInteger.valueOf(this.ra)))
+							.min(BigInteger.valueOf(this.rm).multiply(u));
+						last = switched;
+					}
+				}
+				// the level stays; the remainder only while B does
+				BigInteger[] parts = floorSplit(old, u);
+				content = parts[0].multiply(bigB).add(this.u == b ? parts[1] : BigInteger.ZERO);
 			}
 			// never above the limit (a lowered limit drops the excess)
 			content = content.min(full);
@@ -700,26 +959,28 @@ class BucketScriptModelTests {
 					bigB = BigInteger.valueOf(b);
 					full = BigInteger.valueOf(limit).multiply(bigB);
 					content = split[0].multiply(bigB).add(kept).min(full);
-					tuned = next.clone();
-					this.pendingTune = next.clone();
+					tuned = java.util.Arrays.copyOf(next, 6);
+					tuned[5] = now;
+					this.pendingTune = tuned.clone();
 				}
 				default -> throw new IllegalArgumentException(call.mode);
 			}
 			BigInteger[] split = floorSplit(content, bigB);
 			long level = split[0].longValueExact();
 			long rem = split[1].longValueExact();
-			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4] };
+			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
+					tuned[5] };
 			if (!writes) {
 				this.pendingTune = null;
 				return reply;
 			}
 			if (dropTune) {
-				this.tune = null;
-				this.tuneCfg = null;
+				this.settings.tune = null;
+				this.settings.tuneCfg = null;
 			}
 			if (this.pendingTune != null) {
-				this.tune = this.pendingTune;
-				this.tuneCfg = cfg();
+				this.settings.tune = this.pendingTune;
+				this.settings.tuneCfg = cfg();
 				this.pendingTune = null;
 			}
 			this.exists = true;
@@ -727,6 +988,8 @@ class BucketScriptModelTests {
 			this.last = last;
 			this.rem = rem;
 			this.u = b;
+			this.ra = a;
+			this.rm = limit;
 			this.inflight = inflight;
 			this.arrivals = arrivals;
 			// the keys expire when the bucket would be full again, plus a second; leases and waiters keep them
@@ -768,6 +1031,8 @@ class BucketScriptModelTests {
 			fields.put("t", this.last);
 			fields.put("r", this.rem);
 			fields.put("u", this.u);
+			fields.put("a", this.ra);
+			fields.put("m", this.rm);
 			fields.put("f", this.inflight);
 			if (this.arrivals > 0) {
 				fields.put("q", this.arrivals);
@@ -778,13 +1043,15 @@ class BucketScriptModelTests {
 
 		Map<String, String> retuneFields() {
 			Map<String, String> fields = new TreeMap<>();
-			if (this.tune != null) {
-				fields.put("a", Long.toString(this.tune[0]));
-				fields.put("b", Long.toString(this.tune[1]));
-				fields.put("limit", Long.toString(this.tune[2]));
-				fields.put("tokens", Long.toString(this.tune[3]));
-				fields.put("period", Long.toString(this.tune[4]));
-				fields.put("cfg", this.tuneCfg);
+			long[] tune = this.settings.tune;
+			if (tune != null) {
+				fields.put("a", Long.toString(tune[0]));
+				fields.put("b", Long.toString(tune[1]));
+				fields.put("limit", Long.toString(tune[2]));
+				fields.put("tokens", Long.toString(tune[3]));
+				fields.put("period", Long.toString(tune[4]));
+				fields.put("at", Long.toString(tune[5]));
+				fields.put("cfg", this.settings.tuneCfg);
 			}
 			return fields;
 		}

@@ -143,6 +143,74 @@ class RedisKeyedRetuneTests {
 		});
 	}
 
+	/**
+	 * A retune keeps a key's state (contract: the endpoint changes a bucket "keeping its state"): the time
+	 * before it counts at the old settings. 10 per second, limit 100: a key spent down to nothing, then a
+	 * second later the template retuned to 1000 per second. Right after the retune the key holds what a
+	 * second at 10 per second earned, 10 tokens (not 100: a second at 1000 per second, which is what it held
+	 * when a key's hash did not record its settings), and 10 ms later 20.
+	 *
+	 * <p>Redis's clock cannot be faked, so the bounds are computed from the times measured around the calls:
+	 * an upper bound from the longest time each rate can have run, a lower bound from the shortest (less a
+	 * token for Redis's and the JVM's clocks). A slow machine only widens them.
+	 */
+	@Test
+	void aRetuneCountsTheTimeBeforeItAtTheOldSettingsForAKey() {
+		String prefix = "keyed-exact:";
+		instance(prefix, "ratelimit.buckets.per-user.limit=100").run((context) -> {
+			KeyedService service = context.getBean(KeyedService.class);
+			RateLimitsEndpoint endpoint = endpoint(context);
+			// spend alice's bucket until a call is refused: then it holds less than a token
+			long[] refused = spendDown(service, "alice");
+			sleepUntil(refused[1] + Duration.ofSeconds(1).toNanos());
+			long retuneSent = System.nanoTime();
+			endpoint.update("per-user", new BigDecimal(1000), null, null);
+			long retuneAnswered = System.nanoTime();
+			long[] level = new long[2];
+			long[] peekSent = new long[2];
+			long[] peekAnswered = new long[2];
+			for (int i = 0; i < 2; i++) {
+				if (i == 1) {
+					sleep(10);
+				}
+				peekSent[i] = System.nanoTime();
+				level[i] = endpoint.key("per-user", "alice").available().longValue();
+				peekAnswered[i] = System.nanoTime();
+			}
+			for (int i = 0; i < 2; i++) {
+				// at most: under a token at the refusal, 10 per second until the retune, 1000 per second after
+				double most = 1 + 10 * seconds(retuneAnswered - refused[0]) + 1000 * seconds(peekAnswered[i] - retuneSent);
+				// at least: 10 per second from the refusal's answer to the retune's sending, 1000 per second from
+				// the retune's answer to the peek's sending, less a token for the two clocks
+				double least = Math.floor(10 * seconds(retuneSent - refused[1]))
+						+ Math.floor(1000 * seconds(peekSent[i] - retuneAnswered)) - 1;
+				System.out.printf("aRetuneCountsTheTimeBeforeItAtTheOldSettingsForAKey: peek %d: %d tokens, bounds %.2f..%.2f%n",
+						i, level[i], Math.min(least, 100), Math.min(most, 100));
+				assertThat(level[i]).as("alice's tokens at peek %d (exact: 10 right after the retune, 20 10 ms later)", i)
+					.isLessThanOrEqualTo((long) Math.min(Math.floor(most), 100))
+					.isGreaterThanOrEqualTo((long) Math.min(least, 100));
+			}
+		});
+	}
+
+	/** Calls until one is refused; returns when the refused call was sent and when it was answered. */
+	private static long[] spendDown(KeyedService service, String key) {
+		for (int i = 0; i < 100_000; i++) {
+			long sent = System.nanoTime();
+			try {
+				service.quote(key);
+			}
+			catch (RateLimitExceededException ex) {
+				return new long[] { sent, System.nanoTime() };
+			}
+		}
+		throw new AssertionError("no call of key " + key + " was refused");
+	}
+
+	private static double seconds(long nanos) {
+		return nanos / 1e9;
+	}
+
 	@Test
 	void theScriptOnAKeysBucketUsesTheSettingsItIsGivenAndKeepsNoRetune() {
 		RedisCommands<String, String> admin = redis.admin();
@@ -154,22 +222,23 @@ class RedisKeyedRetuneTests {
 		// a key's bucket, three keys: the settings given are in force (limit 5), no retune is read or written
 		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
 				"100000", "5", "1", "0", "0", "acquire", "", "60000000");
-		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.keys("keyed-script:{per-user:*")).containsExactly(key);
 		assertThat(admin.pttl(key)).isPositive();
 		// it cannot be retuned itself: its template is
 		assertThatThrownBy(() -> admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
 				"100000", "5", "0", "0", "0", "retune", "", "60000000", "1", "1000000", "2", "1", "1000000000"))
 			.hasMessageContaining("mode retune needs the retune key");
-		// the template's retune, read for the configuration it was made for
+		// the template's retune, read for the configuration it was made for (a retune stored without its
+		// time, by an earlier version, reads as made at 0)
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "3",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L, 0L);
 		assertThat(admin.exists(template)).as("tune writes no state").isZero();
 		// and dropped by a read for another configuration
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "4",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.exists(template + ":retuned")).isZero();
 	}
 

@@ -9,6 +9,9 @@ import java.util.concurrent.TimeUnit;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.redis.BucketScript.Settings;
+import io.lettuce.core.RedisCommandExecutionException;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
@@ -154,6 +157,53 @@ class TemplateTuneTests {
 		this.redis.of(BucketScript.Mode.TUNE).get(2).complete(replyOf(own));
 		this.clock[0] += 800 * MS;
 		assertThat(tune.forKey(this.clock[0])).isNull();
+	}
+
+	/**
+	 * A read of the template's settings is a call to Redis: it is timed in {@code ratelimit.backend.calls}
+	 * of the bucket, with the bucket's own calls and as the meters register them, by outcome (contract
+	 * revision 2: a backend that degrades says so in a meter, not only in the log).
+	 */
+	@Test
+	void theReadsOfTheTemplateAreTimedWithTheBucketsCallsByOutcome() throws Exception {
+		long timeout = TimeUnit.MILLISECONDS.toNanos(50);
+		TemplateTune tune = new TemplateTune("t", CONFIGURED, "ratelimit:{t}", this.connection, timeout,
+				System::nanoTime);
+		RedisTokenBucket template = RedisTokenBucket.builder()
+			.name("t")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.timeout(Duration.ofNanos(timeout))
+			.connection(this.connection)
+			.tune(tune)
+			.build();
+		SimpleMeterRegistry meters = new SimpleMeterRegistry();
+		template.onCall((outcome, nanos) -> Timer.builder("ratelimit.backend.calls")
+			.tags("bucket", "t", "outcome", outcome.tag())
+			.register(meters)
+			.record(nanos, TimeUnit.NANOSECONDS));
+		// answered
+		CompletableFuture<Boolean> read = tune.read();
+		this.redis.of(BucketScript.Mode.TUNE).get(0).complete(replyOf(settings(5, 2)));
+		assertThat(read.get(30, TimeUnit.SECONDS)).isTrue();
+		// an error reply
+		read = tune.read();
+		this.redis.of(BucketScript.Mode.TUNE).get(1)
+			.completeExceptionally(new RedisCommandExecutionException("ERR something went wrong"));
+		assertThat(read.get(30, TimeUnit.SECONDS)).isFalse();
+		// no answer within the timeout (the fake never answers this one)
+		read = tune.read();
+		assertThat(read.get(30, TimeUnit.SECONDS)).isFalse();
+		assertThat(this.redis.of(BucketScript.Mode.TUNE)).hasSize(3);
+		assertThat(meters.get("ratelimit.backend.calls").tags("bucket", "t", "outcome", "ok").timer().count())
+			.isEqualTo(1);
+		assertThat(meters.get("ratelimit.backend.calls").tags("bucket", "t", "outcome", "error").timer().count())
+			.isEqualTo(1);
+		Timer timedOut = meters.get("ratelimit.backend.calls").tags("bucket", "t", "outcome", "timeout").timer();
+		assertThat(timedOut.count()).isEqualTo(1);
+		assertThat(timedOut.totalTime(TimeUnit.NANOSECONDS)).as("timed as the timeout").isEqualTo(timeout);
+		// reads do not switch the bucket to its failure policy: they have a back-off of their own
+		assertThat(template.isUp()).isTrue();
 	}
 
 	@Test
