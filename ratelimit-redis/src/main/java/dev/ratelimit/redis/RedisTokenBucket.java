@@ -55,10 +55,22 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * <h2>When Redis does not answer</h2>
  * A call that fails or has no reply within {@code timeout} applies the failure policy:
  * {@link OnFailure#ALLOW} lets it through, {@link OnFailure#DENY} refuses it, {@link OnFailure#LOCAL}
- * (the default) limits it with an in-memory {@link SharedTokenBucket} of the same rate and limit
- * (starting full). The {@link FailureDetector} decides when the bucket stops asking Redis (several
- * failures in a row, never load) and when it asks again. A reply that comes after its call timed out,
- * or after its caller gave up, is not lost: tokens it granted are given back.
+ * (the default) limits it with an in-memory {@link SharedTokenBucket} of the same rate and limit. The
+ * {@link FailureDetector} decides when the bucket stops asking Redis (several failures in a row, never
+ * load) and when it asks again. A reply that comes after its call timed out, or after its caller gave
+ * up, is not lost: tokens it granted are given back.
+ *
+ * <p>With {@code local}, the in-memory bucket is a <em>mirror</em> while the bucket asks Redis: every
+ * call Redis grants here takes its tokens from it too (a charge: it may owe tokens), and every refund
+ * gives them back. So a call that Redis alone does not answer in time (one slow reply, a cold start,
+ * while the bucket has not switched) is limited by what this instance's calls have already taken: on
+ * one instance the bucket's bound holds whether Redis or the mirror decided (up to the difference between
+ * Redis's clock and this one's). Across instances each mirror knows only its own instance's calls, so
+ * unanswered calls may add up to one mirror's worth per instance. When the bucket switches to its policy,
+ * the in-memory bucket goes on from there: it started full when the bucket was made, and a switch does
+ * not fill it again (that would let this instance take {@code limit} more at once, beyond its bound); it
+ * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate, not
+ * Redis's tokens in flight.)
  *
  * <h2>Capped release across instances</h2>
  * Each call's tokens are held under a lease ({@code <instance>:<sequence>#<n>}) with a deadline,
@@ -292,6 +304,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			return granted;
 		}
 		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
+		if (granted) {
+			mirror(Mode.CHARGE, n);
+		}
 		if (granted && s.capped()) {
 			this.held.incrementAndGet();
 			this.tryLeases.add(id);
@@ -403,13 +418,23 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (isUp()) {
 			sendUnconditionally(mode, n, "");
 		}
-		else if (this.onFailure == OnFailure.LOCAL) {
-			if (mode == Mode.REFUND) {
-				fallback().refund(n);
-			}
-			else {
-				fallback().charge(n);
-			}
+		mirror(mode, n);
+	}
+
+	/**
+	 * Takes ({@code CHARGE}) or gives back ({@code REFUND}) {@code n} tokens on the local bucket of the
+	 * {@code local} policy: while Redis answers, it mirrors what Redis granted here (see the class notes);
+	 * while the bucket is on its policy, it is the bucket.
+	 */
+	private void mirror(Mode mode, long n) {
+		if (this.onFailure != OnFailure.LOCAL) {
+			return;
+		}
+		if (mode == Mode.REFUND) {
+			fallback().refund(n);
+		}
+		else {
+			fallback().charge(n);
 		}
 	}
 
@@ -567,7 +592,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return this.tune.current();
 	}
 
-	/** The local bucket of the {@code local} failure policy, at the settings in force. */
+	/**
+	 * The local bucket of the {@code local} failure policy, at the settings in force: a mirror of Redis's
+	 * grants here while the bucket asks Redis (see the class notes).
+	 */
 	private SharedTokenBucket fallback() {
 		Settings s = this.tune.current();
 		Settings was = this.fallbackSettings;
@@ -800,6 +828,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					throw new IllegalStateException("Grant of '" + RedisTokenBucket.this.name + "' taken twice");
 				}
 				this.claimed = true;
+				mirror(Mode.CHARGE, tokens());
 				if (RedisTokenBucket.this.tune.configured().capped()) {
 					RedisTokenBucket.this.held.incrementAndGet();
 				}
@@ -875,6 +904,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 					if (this.claimed) {
 						this.claimed = false;
 						sendUnconditionally(Mode.REFUND, tokens(), this.id);
+						mirror(Mode.REFUND, tokens());
 						if (RedisTokenBucket.this.tune.configured().capped()) {
 							RedisTokenBucket.this.held.decrementAndGet();
 							releasedSomewhere();

@@ -73,11 +73,20 @@ class RedisApplicationsTests {
 		List<ConfigurableApplicationContext> contexts = new ArrayList<>();
 		together(runners, contexts, () -> {
 			AtomicLong granted = new AtomicLong();
+			// a call Redis does not answer within the timeout is decided by its instance's local bucket (the
+			// policy, local, which mirrors that instance's grants only): on a busy machine each such call may
+			// add one grant to the bound of the three together
+			AtomicLong unanswered = new AtomicLong();
 			long start = System.nanoTime();
 			long end = start + Duration.ofSeconds(1).toNanos();
 			List<Thread> threads = new ArrayList<>();
 			for (ConfigurableApplicationContext context : contexts) {
-				RateLimiter bucket = context.getBean("shared", RateLimiter.class);
+				RedisTokenBucket bucket = context.getBean("shared", RedisTokenBucket.class);
+				bucket.onCall((outcome, nanos) -> {
+					if (outcome != BackendHealth.Outcome.OK) {
+						unanswered.incrementAndGet();
+					}
+				});
 				for (int t = 0; t < 4; t++) {
 					Thread thread = new Thread(() -> {
 						while (System.nanoTime() < end) {
@@ -92,7 +101,8 @@ class RedisApplicationsTests {
 			}
 			join(threads);
 			double elapsed = (System.nanoTime() - start) / 1e9;
-			assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(200 * elapsed + 20));
+			assertThat(granted.get()).as("granted, %d calls unanswered", unanswered.get())
+				.isLessThanOrEqualTo((long) Math.floor(200 * elapsed + 20) + unanswered.get());
 			assertThat(granted.get()).isPositive();
 		});
 	}

@@ -1,0 +1,132 @@
+package dev.ratelimit.redis;
+
+import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.Reservation;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+/**
+ * The {@code local} policy's bucket while the bucket asks Redis: a call Redis alone does not answer in
+ * time is limited by what this instance's calls already took (Redis's grants are mirrored), so one
+ * instance stays within its bound whoever decided, before and after the bucket switches to its policy. Redis is a fake whose replies the tests give (or never give); the local bucket's
+ * clock stands still, so no token comes back by time.
+ */
+class RedisLocalMirrorTests {
+
+	private final FakeScriptRedis redis = new FakeScriptRedis();
+
+	private final ScriptConnection connection = this.redis.connection();
+
+	private final AtomicLong localClock = new AtomicLong();
+
+	@AfterEach
+	void close() {
+		this.connection.close();
+	}
+
+	private RedisTokenBucket bucket() {
+		return RedisTokenBucket.builder()
+			.name("mirrored")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.timeout(Duration.ofMillis(50))
+			.clock(this.localClock::get)
+			.connection(this.connection)
+			.build();
+	}
+
+	/** Redis grants the {@code index}-th acquire (counted from 0) when it is sent. */
+	private CompletableFuture<Void> grant(int index) {
+		return CompletableFuture.runAsync(() -> {
+			long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+			List<CompletableFuture<List<Object>>> calls;
+			while ((calls = this.redis.of(BucketScript.Mode.ACQUIRE)).size() <= index) {
+				if (System.nanoTime() - deadline > 0) {
+					throw new IllegalStateException("acquire " + index + " never sent");
+				}
+				Thread.onSpinWait();
+			}
+			calls.get(index).complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED));
+		});
+	}
+
+	@Test
+	void aCallRedisDoesNotAnswerIsLimitedByWhatRedisGrantedHere() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			CompletableFuture<Void> answer = grant(i);
+			assertThat(bucket.tryAcquire(1)).as("call %d, granted by Redis", i).isTrue();
+			answer.join();
+		}
+		// the fourth call gets no answer within the timeout: the bucket has not switched (one slow reply),
+		// and the local bucket knows that the limit's 3 tokens were just taken here
+		assertThat(bucket.tryAcquire(1)).as("a call Redis does not answer, after 3 of limit 3 granted by Redis")
+			.isFalse();
+		assertThat(bucket.isUp()).isTrue();
+		// a waiting call likewise: refused at once, since no token comes back within its max-wait
+		Reservation claim = bucket.reserve(1, Duration.ZERO);
+		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+		boolean refused = false;
+		while (!refused && System.nanoTime() - deadline < 0) {
+			try {
+				claim.poll();
+				Thread.onSpinWait();
+			}
+			catch (RateLimitExceededException ex) {
+				refused = true;
+			}
+		}
+		assertThat(refused).as("a reserved call Redis does not answer is refused by the mirror").isTrue();
+	}
+
+	@Test
+	void aRefundGivesTheMirrorItsTokensBack() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			CompletableFuture<Void> answer = grant(i);
+			assertThat(bucket.tryAcquire(1)).isTrue();
+			answer.join();
+		}
+		bucket.refund(1); // e.g. refundIf: the call did not count
+		assertThat(bucket.tryAcquire(1)).as("unanswered, after a refund of one").isTrue();
+		assertThat(bucket.tryAcquire(1)).as("unanswered, the refunded token taken").isFalse();
+	}
+
+	@Test
+	void whenTheBucketSwitchesToItsPolicyTheLocalBucketGoesOnFromWhatThisInstanceTook() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			CompletableFuture<Void> answer = grant(i);
+			assertThat(bucket.tryAcquire(1)).isTrue();
+			answer.join();
+		}
+		// no answer at all: the bucket switches after several timeouts in a row; the local bucket, which
+		// knows the 3 tokens were taken here, refuses before and after the switch (filling it at the switch
+		// would let 3 more through at once, beyond the bound)
+		int unanswered = 0;
+		while (bucket.isUp() && unanswered < 100) {
+			assertThat(bucket.tryAcquire(1)).as("unanswered call %d", unanswered).isFalse();
+			unanswered++;
+		}
+		assertThat(bucket.isUp()).isFalse();
+		assertThat(bucket.tryAcquire(1)).as("on the policy, at once").isFalse();
+		// a second later the local bucket is full again (limit 3), and limits this instance alone
+		this.localClock.addAndGet(TimeUnit.SECONDS.toNanos(1));
+		int granted = 0;
+		for (int i = 0; i < 5; i++) {
+			if (bucket.tryAcquire(1)) {
+				granted++;
+			}
+		}
+		assertThat(granted).as("on the policy, a second later").isEqualTo(3);
+	}
+}
