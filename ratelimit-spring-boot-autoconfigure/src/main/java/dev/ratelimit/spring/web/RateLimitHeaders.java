@@ -7,7 +7,9 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.aop.KeyedBucketExceeded;
 import dev.ratelimit.spring.aop.RequestLimits;
 import org.jspecify.annotations.Nullable;
 
@@ -137,7 +139,8 @@ public final class RateLimitHeaders {
 	 * closest to refusing"; on a 429 that is read as the bucket that refused (the one the problem detail
 	 * names, whose wait was longest), so that the fields say why the request was refused and agree with
 	 * {@code Retry-After}, even when another of the request's buckets has fewer tokens left but enough
-	 * for its own cost.
+	 * for its own cost. For a keyed rule, the bucket that refused: the key's own, or the overflow bucket
+	 * (never a bucket made for the key just to read it).
 	 *
 	 * @param limits the rules' buckets
 	 * @param keys each bucket's key
@@ -147,7 +150,8 @@ public final class RateLimitHeaders {
 	static @Nullable Level refusing(RequestLimits limits, @Nullable Object[] keys, RateLimitExceededException refusal) {
 		for (int i = 0; i < limits.size(); i++) {
 			if (limits.bucket(i).equals(refusal.getBucket())) {
-				return level(limits.bucket(i), limits.snapshot(i, keys[i]));
+				RateLimiter refusedBy = KeyedBucketExceeded.refusedBy(refusal);
+				return level(limits.bucket(i), (refusedBy != null) ? refusedBy.snapshot() : limits.snapshot(i, keys[i]));
 			}
 		}
 		return null;
