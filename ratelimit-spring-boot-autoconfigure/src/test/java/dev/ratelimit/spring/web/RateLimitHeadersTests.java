@@ -152,6 +152,65 @@ class RateLimitHeadersTests {
 			});
 	}
 
+	/**
+	 * {@code quote} (2 per second, limit 2) refuses a third request; the clock moves between the refusal
+	 * and the fields. At the refusal fewer tokens than the cost were there, so the 429 says 0 left, and
+	 * a {@code t} no shorter than {@code Retry-After} (a refusing bucket is not full), however far the
+	 * clock moved: 0.6 s (1.2 tokens by then) or 1 s (full by then).
+	 */
+	@Test
+	void a429NeverSaysTokensAreLeftNorThatTheBucketIsFull() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withBean(BucketStatsFactory.class, this::clockMovingOnRefusal)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.quote.rate=2",
+					"ratelimit.buckets.quote.limit=2", "ratelimit.buckets.quote.max-wait=0",
+					"ratelimit.web.rules[0].paths=/api/quote", "ratelimit.web.rules[0].bucket=quote")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				for (long moved : new long[] { 600_000_000L, 1_000_000_000L }) {
+					this.now.addAndGet(60_000_000_000L);
+					this.onRefusal.set(0);
+					send(filter, "/api/quote");
+					send(filter, "/api/quote");
+					this.onRefusal.set(moved);
+					MockHttpServletResponse response = send(filter, "/api/quote");
+					assertThat(response.getStatus()).isEqualTo(429);
+					assertThat(response.getHeader("Retry-After")).isEqualTo("1");
+					assertThat(response.getHeader("RateLimit")).as("moved %d ns", moved).isEqualTo("\"quote\";r=0;t=1");
+				}
+			});
+	}
+
+	/**
+	 * The same for an annotated method, whose 429 is answered after the refusal: by then the bucket is
+	 * full again.
+	 */
+	@Test
+	void a429OfAnAnnotatedMethodNeverSaysTokensAreLeft() {
+		new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(QuoteConfiguration.class)
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0", "ratelimit.buckets.per-user.keys.max=1",
+					"ratelimit.buckets.quote.rate=2", "ratelimit.buckets.quote.limit=2",
+					"ratelimit.buckets.quote.max-wait=0")
+			.run((context) -> {
+				QuoteService service = context.getBean(QuoteService.class);
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				service.quote(2);
+				RateLimitExceededException refusal = catchThrowableOfType(RateLimitExceededException.class,
+						() -> service.quote(2));
+				this.now.addAndGet(1_000_000_000L);
+				var response = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> registry)
+					.handleRateLimitExceeded(refusal);
+				// cost 2: at most 1 left at the refusal; the wait was 1 s
+				assertThat(response.getHeaders().getFirst("RateLimit")).isEqualTo("\"quote\";r=1;t=1");
+				assertThat(response.getHeaders().getFirst("Retry-After")).isEqualTo("1");
+			});
+	}
+
 	@Test
 	void violatedPoliciesListsEveryRefusingBucketOfAWebRequest() {
 		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
