@@ -285,6 +285,19 @@ public final class KeyedBuckets {
 	}
 
 	/**
+	 * The bucket a call with {@code key} takes from now, for reading its level: the key's own bucket
+	 * when it has one, otherwise the overflow bucket. Read-only: it makes no bucket, pins nothing and
+	 * catches no retune up (a bucket just dropped was full, as the one made again would be: K1).
+	 *
+	 * @param key the key's value, not {@code null}
+	 * @return the key's bucket or the overflow bucket
+	 */
+	public RateLimiter bucketOf(Object key) {
+		Entry entry = this.entries.get(key);
+		return (entry != null && entry.state != RETIRED) ? entry.limiter : this.overflow.limiter;
+	}
+
+	/**
 	 * The bucket of one key, if it has one now.
 	 *
 	 * @param key the key's value as a string

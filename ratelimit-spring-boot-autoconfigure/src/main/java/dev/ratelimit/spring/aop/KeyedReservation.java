@@ -2,10 +2,12 @@ package dev.ratelimit.spring.aop;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
 
 /**
- * A key's bucket's reservation, whose refusal carries the key ({@link RateLimitExceededException#getKey()}).
+ * A key's bucket's reservation, whose refusal carries the key ({@link RateLimitExceededException#getKey()})
+ * and the bucket that refused ({@link KeyedBucketExceeded}).
  */
 final class KeyedReservation implements Reservation {
 
@@ -13,14 +15,21 @@ final class KeyedReservation implements Reservation {
 
 	private final Object key;
 
-	KeyedReservation(Reservation reservation, Object key) {
+	private final RateLimiter target;
+
+	KeyedReservation(Reservation reservation, Object key, RateLimiter target) {
 		this.reservation = reservation;
 		this.key = key;
+		this.target = target;
 	}
 
-	static RateLimitExceededException withKey(RateLimitExceededException refusal, Object key) {
-		RateLimitExceededException keyed = new RateLimitExceededException(refusal.getBucket(), String.valueOf(key),
-				refusal.getCost(), refusal.getRetryAfter(), refusal.getMessage());
+	/**
+	 * The refusal of a key's bucket, with the key and the bucket that refused.
+	 *
+	 * @param target the key's own bucket, or the overflow bucket, that refused
+	 */
+	static RateLimitExceededException withKey(RateLimitExceededException refusal, Object key, RateLimiter target) {
+		RateLimitExceededException keyed = new KeyedBucketExceeded(refusal, String.valueOf(key), target);
 		keyed.setStackTrace(refusal.getStackTrace());
 		return keyed;
 	}
@@ -31,7 +40,7 @@ final class KeyedReservation implements Reservation {
 			return this.reservation.poll();
 		}
 		catch (RateLimitExceededException ex) {
-			throw withKey(ex, this.key);
+			throw withKey(ex, this.key, this.target);
 		}
 	}
 

@@ -87,19 +87,14 @@ final class Limit {
 	}
 
 	/**
-	 * The state of the bucket a call with key {@code k} takes from (the bucket's own without a key).
+	 * The state of the bucket a call with key {@code k} takes from (the bucket's own without a key): the
+	 * key's bucket, or the overflow bucket when the key has none. Makes no bucket for the key.
 	 */
 	RateLimiterSnapshot snapshot(@Nullable Object k) {
 		if (k == null || this.keys == null) {
 			return this.limiter.snapshot();
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k, false);
-		try {
-			return entry.limiter().snapshot();
-		}
-		finally {
-			entry.unpin();
-		}
+		return this.keys.bucketOf(k).snapshot();
 	}
 
 	static String where(Method method, Class<?> targetClass) {
@@ -151,7 +146,7 @@ final class Limit {
 			return target.acquire(tokens, wait);
 		}
 		catch (RateLimitExceededException ex) {
-			throw KeyedReservation.withKey(ex, k);
+			throw KeyedReservation.withKey(ex, k, entry.limiter());
 		}
 		finally {
 			entry.unpin();
@@ -189,10 +184,10 @@ final class Limit {
 			if (this.keys.isOverflow(target)) {
 				this.keys.countOverflow();
 			}
-			return new KeyedReservation(target.reserve(tokens, this.maxWait), k);
+			return new KeyedReservation(target.reserve(tokens, this.maxWait), k, target);
 		}
 		catch (RateLimitExceededException ex) {
-			throw KeyedReservation.withKey(ex, k);
+			throw KeyedReservation.withKey(ex, k, entry.limiter());
 		}
 		finally {
 			entry.unpin();

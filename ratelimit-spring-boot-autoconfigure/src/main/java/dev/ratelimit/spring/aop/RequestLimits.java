@@ -58,6 +58,16 @@ public final class RequestLimits {
 	}
 
 	/**
+	 * The cost of a bucket's rule.
+	 *
+	 * @param i its position
+	 * @return the tokens the rule takes
+	 */
+	public long cost(int i) {
+		return this.costs[i];
+	}
+
+	/**
 	 * Takes every bucket's tokens, waiting at most each bucket's max-wait (parking the thread).
 	 *
 	 * @param keys each bucket's key, {@code null} for a rule without a key

@@ -3,6 +3,8 @@ package dev.ratelimit.spring.aop;
 import java.util.List;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A call (or web request) refused by more than one of its buckets: like any refusal it names the
@@ -15,9 +17,17 @@ public final class SeveralBucketsExceeded extends RateLimitExceededException {
 
 	private final List<String> refusing;
 
+	/** The key's bucket that refused, when the named bucket is a key's ({@link KeyedBucketExceeded}). */
+	private final transient @Nullable RateLimiter refusedBy;
+
 	SeveralBucketsExceeded(RateLimitExceededException named, List<String> refusing) {
 		super(named.getBucket(), named.getKey(), named.getCost(), named.getRetryAfter(), named.getMessage());
 		this.refusing = List.copyOf(refusing);
+		this.refusedBy = KeyedBucketExceeded.refusedBy(named);
+	}
+
+	@Nullable RateLimiter refusedBy() {
+		return this.refusedBy;
 	}
 
 	/**

@@ -3,11 +3,14 @@ package dev.ratelimit.spring.web;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.time.Duration;
+import java.util.Objects;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.aop.KeyedBucketExceeded;
 import dev.ratelimit.spring.aop.RequestLimits;
 import org.jspecify.annotations.Nullable;
 
@@ -17,6 +20,16 @@ import org.jspecify.annotations.Nullable;
  * {@code RateLimit: "<bucket>";r=<tokens left>;t=<seconds until full>}, for the bucket closest to
  * refusing: the fewest tokens left, and on a tie the longest time until full. Seconds are whole,
  * rounded up; tokens left are whole, rounded down.
+ *
+ * <p>On a 429 the fields describe the refusing bucket as it was when it refused ({@link #atRefusal}):
+ * they are read from a snapshot taken after the refusal, and a token may have arrived in between (or
+ * the bucket may be full again), but at the refusal it held fewer tokens than the call's cost. So a
+ * 429 says {@code r} at most cost &minus; 1 (0 for a call of one token; the cost of a web request is
+ * what all its rules naming the refusing bucket ask of it), and {@code t} at least the
+ * {@code Retry-After} seconds (whole, rounded up, at least 1): a bucket that refused a cost within its
+ * limit is not full, and it is full no sooner than it holds the cost. (A cost above the limit is
+ * refused by a full bucket as well; its {@code t} is left as read.) {@code Retry-After} itself is the
+ * refusal's wait, as the bucket computed it at the refusal.
  */
 public final class RateLimitHeaders {
 
@@ -97,6 +110,34 @@ public final class RateLimitHeaders {
 		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset, untilFull);
 	}
 
+	/**
+	 * A refusing bucket's level read after the refusal, as it was at the refusal: {@code r} at most the
+	 * refused cost &minus; 1, {@code t} (and the exact time until full) at least the refusal's wait, so at
+	 * least the {@code Retry-After} seconds and never 0. A cost above the bucket's limit is refused by a
+	 * full bucket too: then only {@code r} is bounded.
+	 *
+	 * @param level the level read after the refusal
+	 * @param refusal the refusal (the named bucket's wait)
+	 * @param cost the tokens the call asked of the refusing bucket: the refusal's cost, or with several
+	 *        claims of one request on that bucket (several rules naming it), all of them
+	 * @return the level the 429 gives
+	 */
+	static Level atRefusal(Level level, RateLimitExceededException refusal, long cost) {
+		long remaining = Math.min(level.remaining(), Math.max(cost - 1, 0));
+		if (cost > level.quota()) {
+			// more than the bucket holds: a full bucket refuses it, and then it is full (t=0 is true)
+			return (remaining == level.remaining()) ? level
+					: new Level(level.bucket(), level.quota(), level.window(), remaining, level.reset(), level.untilFull());
+		}
+		Duration wait = refusal.getRetryAfter();
+		Duration untilFull = (level.untilFull().compareTo(wait) < 0) ? wait : level.untilFull();
+		long reset = Math.max(level.reset(), TooManyRequests.retryAfterSeconds(wait));
+		if (remaining == level.remaining() && reset == level.reset() && untilFull == level.untilFull()) {
+			return level;
+		}
+		return new Level(level.bucket(), level.quota(), level.window(), remaining, reset, untilFull);
+	}
+
 	private static final Pattern REMAINING = Pattern.compile(";r=([0-9]+);t=([0-9]+)");
 
 	/**
@@ -137,7 +178,8 @@ public final class RateLimitHeaders {
 	 * closest to refusing"; on a 429 that is read as the bucket that refused (the one the problem detail
 	 * names, whose wait was longest), so that the fields say why the request was refused and agree with
 	 * {@code Retry-After}, even when another of the request's buckets has fewer tokens left but enough
-	 * for its own cost.
+	 * for its own cost. For a keyed rule, the bucket that refused: the key's own, or the overflow bucket
+	 * (never a bucket made for the key just to read it).
 	 *
 	 * @param limits the rules' buckets
 	 * @param keys each bucket's key
@@ -147,7 +189,19 @@ public final class RateLimitHeaders {
 	static @Nullable Level refusing(RequestLimits limits, @Nullable Object[] keys, RateLimitExceededException refusal) {
 		for (int i = 0; i < limits.size(); i++) {
 			if (limits.bucket(i).equals(refusal.getBucket())) {
-				return level(limits.bucket(i), limits.snapshot(i, keys[i]));
+				RateLimiter refusedBy = KeyedBucketExceeded.refusedBy(refusal);
+				Level level = level(limits.bucket(i),
+						(refusedBy != null) ? refusedBy.snapshot() : limits.snapshot(i, keys[i]));
+				// every claim of the request on that bucket with that key: the earlier ones took their
+				// tokens before the refusing one found too few
+				long asked = 0;
+				for (int j = 0; j < limits.size(); j++) {
+					if (limits.bucket(j).equals(refusal.getBucket()) && Objects.equals(
+							(keys[j] != null) ? String.valueOf(keys[j]) : null, refusal.getKey())) {
+						asked += limits.cost(j);
+					}
+				}
+				return atRefusal(level, refusal, Math.max(asked, refusal.getCost()));
 			}
 		}
 		return null;

@@ -9,6 +9,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.WebHeaders;
+import dev.ratelimit.spring.aop.KeyedBucketExceeded;
 import dev.ratelimit.spring.aop.SeveralBucketsExceeded;
 import org.jspecify.annotations.Nullable;
 
@@ -44,7 +45,8 @@ final class TooManyRequests {
 	 * @param header what sets a header
 	 * @param ex the refusal
 	 * @param mode {@code ratelimit.web.headers}
-	 * @param level the refusing bucket's level, for {@code ietf}
+	 * @param level the refusing bucket's level, for {@code ietf}, as it was at the refusal
+	 *        ({@link RateLimitHeaders#atRefusal})
 	 */
 	static void headers(BiConsumer<String, String> header, RateLimitExceededException ex, WebHeaders mode,
 			RateLimitHeaders.@Nullable Level level) {
@@ -59,8 +61,10 @@ final class TooManyRequests {
 	}
 
 	/**
-	 * The refusing bucket's level, for an annotated method's refusal (the bucket found by name, and its
-	 * key's bucket by the key).
+	 * The refusing bucket's level, for an annotated method's refusal: the bucket that refused, as the
+	 * refusal holds it for a key's bucket (the key's own or the overflow bucket), else the bucket found by
+	 * name (and, for a refusal made elsewhere with a key, the bucket that key's calls take from now); as
+	 * it was at the refusal, for the refused cost ({@link RateLimitHeaders#atRefusal}).
 	 */
 	static RateLimitHeaders.@Nullable Level level(RateLimitExceededException ex, @Nullable RateLimiterRegistry registry) {
 		if (registry == null || ex.getBucket() == null) {
@@ -70,14 +74,11 @@ final class TooManyRequests {
 		if (bucket == null) {
 			return null;
 		}
-		RateLimiter limiter = bucket.limiter();
-		if (ex.getKey() != null && bucket.keys() > 0) {
-			RateLimiter keyed = bucket.keyed().find(ex.getKey());
-			if (keyed != null) {
-				limiter = keyed;
-			}
+		RateLimiter limiter = KeyedBucketExceeded.refusedBy(ex);
+		if (limiter == null) {
+			limiter = (ex.getKey() != null && bucket.keys() > 0) ? bucket.keyed().bucketOf(ex.getKey()) : bucket.limiter();
 		}
-		return RateLimitHeaders.level(bucket.name(), limiter.snapshot());
+		return RateLimitHeaders.atRefusal(RateLimitHeaders.level(bucket.name(), limiter.snapshot()), ex, ex.getCost());
 	}
 
 	/**

@@ -5,8 +5,11 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.BucketStatsFactory;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.WebHeaders;
 import jakarta.servlet.Filter;
 import org.junit.jupiter.api.Test;
@@ -33,10 +36,179 @@ class RateLimitHeadersTests {
 
 	private final AtomicLong now = new AtomicLong(1_000_000_000L);
 
+	/** Nanoseconds the clock moves when a bucket counts a refusal: between the refusal and the 429's fields. */
+	private final AtomicLong onRefusal = new AtomicLong();
+
 	private MockHttpServletResponse send(Filter filter, String path) throws Exception {
+		return send(filter, path, null);
+	}
+
+	private MockHttpServletResponse send(Filter filter, String path, String user) throws Exception {
 		MockHttpServletResponse response = new MockHttpServletResponse();
-		filter.doFilter(new MockHttpServletRequest("GET", path), response, new MockFilterChain());
+		MockHttpServletRequest request = new MockHttpServletRequest("GET", path);
+		if (user != null) {
+			request.addHeader("X-User", user);
+		}
+		filter.doFilter(request, response, new MockFilterChain());
 		return response;
+	}
+
+	/**
+	 * Counts as usual, and moves the fake clock by {@link #onRefusal} when a refusal is counted: that is
+	 * after the bucket refused and before the 429's fields are read, where a token may arrive.
+	 */
+	private BucketStatsFactory clockMovingOnRefusal() {
+		return (bucket) -> {
+			StatsRecorder counts = StatsRecorder.concurrent();
+			return new StatsRecorder() {
+
+				@Override
+				public void recordGranted(long waitedNanos) {
+					counts.recordGranted(waitedNanos);
+				}
+
+				@Override
+				public void recordRejected() {
+					counts.recordRejected();
+					RateLimitHeadersTests.this.now.addAndGet(RateLimitHeadersTests.this.onRefusal.get());
+				}
+
+				@Override
+				public long granted() {
+					return counts.granted();
+				}
+
+				@Override
+				public long rejected() {
+					return counts.rejected();
+				}
+			};
+		};
+	}
+
+	/**
+	 * {@code per-user} (1 per second, limit 3) has room for one key: alice's. bob, who comes while
+	 * alice's bucket is not full, shares the overflow bucket; his fourth call is refused by it, and the
+	 * 429 gives the overflow bucket's level (empty, full in 3 s), not the template's (always full, since
+	 * keyed calls never take from it).
+	 */
+	@Test
+	void a429ByTheOverflowBucketGivesTheOverflowBucketsLevel() {
+		new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(QuoteConfiguration.class)
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0", "ratelimit.buckets.per-user.keys.max=1",
+					"ratelimit.buckets.quote.rate=2", "ratelimit.buckets.quote.limit=2",
+					"ratelimit.buckets.quote.max-wait=0")
+			.run((context) -> {
+				QuoteService service = context.getBean(QuoteService.class);
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				service.perUser("alice");
+				for (int i = 0; i < 3; i++) {
+					service.perUser("bob"); // the overflow bucket
+				}
+				RateLimitExceededException refusal = catchThrowableOfType(RateLimitExceededException.class,
+						() -> service.perUser("bob"));
+				assertThat(refusal.getKey()).isEqualTo("bob");
+				var response = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> registry)
+					.handleRateLimitExceeded(refusal);
+				assertThat(response.getHeaders().getFirst("RateLimit")).isEqualTo("\"per-user\";r=0;t=3");
+				assertThat(response.getHeaders().getFirst("Retry-After")).isEqualTo("1");
+			});
+	}
+
+	/**
+	 * The same through a web rule keyed by a header. alice takes 1 token; 0.5 s later bob empties the
+	 * overflow bucket and is refused by it; the clock moves 0.5 s between the refusal and the fields,
+	 * so alice's bucket is full (idle: it may be dropped) when they are read, and the overflow bucket
+	 * holds half a token, full in 2.5 s. The fields give the overflow bucket's level, and reading it
+	 * makes no bucket for bob (which would be full: {@code r=3;t=0}).
+	 */
+	@Test
+	void a429ByTheOverflowBucketOfAWebRuleGivesItsLevelWithoutMakingABucketForTheKey() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withBean(BucketStatsFactory.class, this::clockMovingOnRefusal)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.per-user.rate=1",
+					"ratelimit.buckets.per-user.limit=3", "ratelimit.buckets.per-user.max-wait=0",
+					"ratelimit.buckets.per-user.keys.max=1", "ratelimit.web.rules[0].paths=/api/**",
+					"ratelimit.web.rules[0].bucket=per-user", "ratelimit.web.rules[0].key=header:X-User")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				assertThat(send(filter, "/api/x", "alice").getHeader("RateLimit")).isEqualTo("\"per-user\";r=2;t=1");
+				this.now.addAndGet(500_000_000L);
+				for (int i = 0; i < 3; i++) {
+					assertThat(send(filter, "/api/x", "bob").getStatus()).isEqualTo(200);
+				}
+				this.onRefusal.set(500_000_000L);
+				MockHttpServletResponse response = send(filter, "/api/x", "bob");
+				assertThat(response.getStatus()).isEqualTo(429);
+				assertThat(response.getHeader("RateLimit")).isEqualTo("\"per-user\";r=0;t=3");
+				assertThat(response.getHeader("Retry-After")).isEqualTo("1");
+				assertThat(registry.get("per-user").keyed().find("bob")).isNull();
+			});
+	}
+
+	/**
+	 * {@code quote} (2 per second, limit 2) refuses a third request; the clock moves between the refusal
+	 * and the fields. At the refusal fewer tokens than the cost were there, so the 429 says 0 left, and
+	 * a {@code t} no shorter than {@code Retry-After} (a refusing bucket is not full), however far the
+	 * clock moved: 0.6 s (1.2 tokens by then) or 1 s (full by then).
+	 */
+	@Test
+	void a429NeverSaysTokensAreLeftNorThatTheBucketIsFull() {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withBean(BucketStatsFactory.class, this::clockMovingOnRefusal)
+			.withPropertyValues("ratelimit.web.headers=ietf", "ratelimit.buckets.quote.rate=2",
+					"ratelimit.buckets.quote.limit=2", "ratelimit.buckets.quote.max-wait=0",
+					"ratelimit.web.rules[0].paths=/api/quote", "ratelimit.web.rules[0].bucket=quote")
+			.run((context) -> {
+				@SuppressWarnings("unchecked")
+				Filter filter = context.getBean(FilterRegistrationBean.class).getFilter();
+				for (long moved : new long[] { 600_000_000L, 1_000_000_000L }) {
+					this.now.addAndGet(60_000_000_000L);
+					this.onRefusal.set(0);
+					send(filter, "/api/quote");
+					send(filter, "/api/quote");
+					this.onRefusal.set(moved);
+					MockHttpServletResponse response = send(filter, "/api/quote");
+					assertThat(response.getStatus()).isEqualTo(429);
+					assertThat(response.getHeader("Retry-After")).isEqualTo("1");
+					assertThat(response.getHeader("RateLimit")).as("moved %d ns", moved).isEqualTo("\"quote\";r=0;t=1");
+				}
+			});
+	}
+
+	/**
+	 * The same for an annotated method, whose 429 is answered after the refusal: by then the bucket is
+	 * full again.
+	 */
+	@Test
+	void a429OfAnAnnotatedMethodNeverSaysTokensAreLeft() {
+		new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(QuoteConfiguration.class)
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0", "ratelimit.buckets.per-user.keys.max=1",
+					"ratelimit.buckets.quote.rate=2", "ratelimit.buckets.quote.limit=2",
+					"ratelimit.buckets.quote.max-wait=0")
+			.run((context) -> {
+				QuoteService service = context.getBean(QuoteService.class);
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				service.quote(2);
+				RateLimitExceededException refusal = catchThrowableOfType(RateLimitExceededException.class,
+						() -> service.quote(2));
+				this.now.addAndGet(1_000_000_000L);
+				var response = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> registry)
+					.handleRateLimitExceeded(refusal);
+				// cost 2: at most 1 left at the refusal; the wait was 1 s
+				assertThat(response.getHeaders().getFirst("RateLimit")).isEqualTo("\"quote\";r=1;t=1");
+				assertThat(response.getHeaders().getFirst("Retry-After")).isEqualTo("1");
+			});
 	}
 
 	@Test
@@ -149,6 +321,26 @@ class RateLimitHeadersTests {
 		@RateLimited(value = "a", cost = "#n")
 		@RateLimited(value = "b", cost = "#m")
 		public void both(long n, long m) {
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class QuoteConfiguration {
+
+		@Bean
+		QuoteService quoteService() {
+			return new QuoteService();
+		}
+	}
+
+	static class QuoteService {
+
+		@RateLimited(value = "per-user", key = "#user")
+		public void perUser(String user) {
+		}
+
+		@RateLimited(value = "quote", cost = "#n")
+		public void quote(long n) {
 		}
 	}
 }
