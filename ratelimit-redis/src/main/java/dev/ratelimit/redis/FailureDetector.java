@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.ObjLongConsumer;
@@ -94,8 +95,20 @@ final class FailureDetector {
 
 	private volatile @Nullable String lastError;
 
+	/**
+	 * What the bucket said, shared by the detectors of one bucket's buckets on this instance (its own, its
+	 * overflow bucket's and each key's): a switch to the policy and back is said once for all of them.
+	 */
+	private final Said said;
+
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies) {
+		this(bucket, policy, timeoutNanos, clock, replies, new Said());
+	}
+
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies, Said said) {
+		this.said = said;
 		this.replies = replies;
 		this.bucket = bucket;
 		this.policy = policy;
@@ -166,7 +179,14 @@ final class FailureDetector {
 		}
 		if (this.down) {
 			this.down = false;
-			logger.info("Rate limit bucket '" + this.bucket + "' is back on Redis after: " + this.lastError);
+		}
+		// any answer means Redis answers: said once, whichever of the bucket's detectors hears it first (one
+		// whose key's bucket was dropped while on the policy never will)
+		if (this.said.error() != null) {
+			String error = this.said.up();
+			if (error != null) {
+				logger.info("Rate limit bucket '" + this.bucket + "' is back on Redis after: " + error);
+			}
 		}
 		this.lastError = null;
 		record(BackendHealth.Outcome.OK, nanos);
@@ -191,9 +211,11 @@ final class FailureDetector {
 			this.failedProbes = 0;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
-			logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
-					+ this.policy.toLowerCase(Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
-					+ error);
+			if (this.said.down(error)) {
+				logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
+						+ this.policy.toLowerCase(Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
+						+ error);
+			}
 		}
 		record(outcome, nanos);
 	}
@@ -427,6 +449,32 @@ final class FailureDetector {
 					Thread.currentThread().interrupt();
 				}
 			}
+		}
+	}
+
+	/**
+	 * Whether a bucket has said that it runs on its policy (and not yet that it is back), for all the
+	 * detectors of its buckets on this instance: a bucket used with keys has one detector per key, and an
+	 * outage is said once at WARN and once at INFO for the bucket, not once per key. The gauge
+	 * {@code ratelimit.backend.up} and the health contributor read it too.
+	 */
+	static final class Said {
+
+		private final AtomicReference<@Nullable String> down = new AtomicReference<>();
+
+		/** Whether this switch to the policy is the one to say (none is said yet). */
+		boolean down(String error) {
+			return this.down.compareAndSet(null, error);
+		}
+
+		/** The error the switch said, when this return to Redis is the one to say; {@code null} otherwise. */
+		@Nullable String up() {
+			return this.down.getAndSet(null);
+		}
+
+		/** The error the switch said, while it is not said back; {@code null} when up. */
+		@Nullable String error() {
+			return this.down.get();
 		}
 	}
 }

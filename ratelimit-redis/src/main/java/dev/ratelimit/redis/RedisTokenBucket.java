@@ -219,10 +219,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt);
+				} : this.tune::adopt, this.tune.said());
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
+		}
+		else {
+			// the overflow bucket's and the keys' calls are the bucket's calls: timed in its meters
+			this.detector.addListener(this.tune::timed);
 		}
 		if (own.capped()) {
 			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
@@ -258,13 +262,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Whether the bucket asks Redis (rather than applying its failure policy).
+	 * Whether the bucket asks Redis (rather than applying its failure policy), for the gauge
+	 * {@code ratelimit.backend.up} and the health contributor: for a bucket used with keys, also whether
+	 * none of its keys' buckets (nor its overflow bucket) on this instance runs on the policy, each of
+	 * which finds out for itself.
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp();
+		return this.detector.isUp() && this.tune.said().error() == null;
 	}
 
 	/**
@@ -274,7 +281,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public String health() {
-		return isUp() ? "up" : "down: " + this.detector.lastError();
+		if (isUp()) {
+			return "up";
+		}
+		String error = this.detector.isUp() ? this.tune.said().error() : this.detector.lastError();
+		return "down: " + error;
 	}
 
 	@Override
@@ -415,7 +426,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (n == 0) {
 			return;
 		}
-		if (isUp()) {
+		if (this.detector.isUp()) {
 			sendUnconditionally(mode, n, "");
 		}
 		mirror(mode, n);
@@ -578,7 +589,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (s != null) {
 			return s;
 		}
-		if (isUp()) {
+		if (this.detector.isUp()) {
 			try {
 				this.tune.read().get(this.timeoutNanos, TimeUnit.NANOSECONDS);
 			}
@@ -746,7 +757,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			Settings s = RedisTokenBucket.this.tune.current();
 			if (RedisTokenBucket.this.keyBucket) {
 				Settings fresh = RedisTokenBucket.this.tune.forKey(now);
-				if (fresh == null && isUp()) {
+				if (fresh == null && RedisTokenBucket.this.detector.isUp()) {
 					this.phase = TUNING;
 					this.tuning = RedisTokenBucket.this.tune.read();
 					this.tuning.whenComplete((unused, ex) -> wakeUp());

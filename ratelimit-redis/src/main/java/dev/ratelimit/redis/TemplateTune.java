@@ -105,6 +105,8 @@ final class TemplateTune {
 	 */
 	private volatile @Nullable FailureDetector meter;
 
+	private final FailureDetector.Said said = new FailureDetector.Said();
+
 	TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
 			long timeoutNanos, LongSupplier clock) {
 		this.bucket = bucket;
@@ -126,6 +128,31 @@ final class TemplateTune {
 	 */
 	void meterThrough(FailureDetector detector) {
 		this.meter = detector;
+	}
+
+	/**
+	 * Times a call of one of the template's other buckets (its overflow bucket's, a key's) in the meters
+	 * of the template's own bucket: the bucket's calls to Redis are timed in one place, whichever of its
+	 * buckets made them.
+	 *
+	 * @param outcome how the call ended
+	 * @param nanos how long it took
+	 */
+	void timed(BackendHealth.Outcome outcome, long nanos) {
+		FailureDetector detector = this.meter;
+		if (detector != null) {
+			detector.recordCall(outcome, nanos);
+		}
+	}
+
+	/**
+	 * What the template's buckets on this instance said of Redis, shared by their failure detectors: an
+	 * outage is said once for the bucket, however many keys found it out.
+	 *
+	 * @return the shared state
+	 */
+	FailureDetector.Said said() {
+		return this.said;
 	}
 
 	/** @return the settings as configured on this instance (the script compares a retune's with them) */

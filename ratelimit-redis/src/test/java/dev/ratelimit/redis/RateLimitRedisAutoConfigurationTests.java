@@ -8,8 +8,10 @@ import java.util.Map;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
@@ -27,6 +29,8 @@ import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -84,6 +88,50 @@ class RateLimitRedisAutoConfigurationTests {
 				assertThat(meters.find("ratelimit.backend.calls").tag("bucket", "local").timer()).isNull();
 				assertThat(meters.get("ratelimit.calls").tags("bucket", "orders", "outcome", "granted").functionCounter()
 					.count()).isEqualTo(1.0);
+			});
+	}
+
+	/**
+	 * A bucket used with keys while Redis does not answer: every key's bucket finds it out, but the
+	 * bucket says so once (not once per key), shows it in its gauge, and times the keys' calls in its
+	 * meter; when Redis answers again, once more at INFO.
+	 */
+	@Test
+	@ExtendWith(OutputCaptureExtension.class)
+	void keysOfABucketWhoseRedisDoesNotAnswerSayItOnceAndShowItInTheMeters(CapturedOutput output) {
+		int port = unusedPort();
+		this.runner
+			.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+					CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+					RateLimitMetricsAutoConfiguration.class, RateLimitHealthAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + port,
+					"ratelimit.buckets.orders.redis.timeout=50ms")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				MeterRegistry meters = context.getBean(MeterRegistry.class);
+				KeyedBuckets keys = context.getBean(RateLimiterRegistry.class).get("orders").keyed();
+				for (int k = 0; k < 10; k++) {
+					for (int i = 0; i < 2 * FailureDetector.FAILURES_TO_TRIP; i++) {
+						KeyedBuckets.Entry entry = keys.pin("user-" + k);
+						try {
+							entry.limiter().tryAcquire(1);
+						}
+						finally {
+							entry.unpin();
+						}
+					}
+				}
+				String warning = "Rate limit bucket 'orders' runs on its on-failure policy";
+				assertThat(output.getAll().split(java.util.regex.Pattern.quote(warning), -1).length - 1)
+					.as("WARN lines for 10 keys of one bucket").isEqualTo(1);
+				assertThat(meters.get("ratelimit.backend.up").tags("bucket", "orders").gauge().value()).isZero();
+				double failed = meters.get("ratelimit.backend.calls").tags("bucket", "orders", "outcome", "error")
+					.timer().count()
+						+ meters.get("ratelimit.backend.calls").tags("bucket", "orders", "outcome", "timeout").timer()
+							.count();
+				assertThat(failed).as("the keys' failed calls, timed").isGreaterThanOrEqualTo(10);
+				assertThat(context.getBean("ratelimitsHealthIndicator", HealthIndicator.class).health().getDetails()
+					.get("orders")).asString().startsWith("down");
 			});
 	}
 
