@@ -611,16 +611,33 @@ class SeveralBucketsPollModelTests {
 
 		@Override
 		public String toString() {
+			return render(this.a, this.inFlight, this.queue);
+		}
+
+		/** The state now, rendered when asked (for the trace). */
+		Object frozen() {
+			BigInteger level = this.a;
+			long flying = this.inFlight;
+			List<Object[]> line = this.queue.isEmpty() ? List.of() : List.copyOf(this.queue);
+			return new Object() {
+				@Override
+				public String toString() {
+					return render(level, flying, line);
+				}
+			};
+		}
+
+		private String render(BigInteger level, long flying, List<Object[]> line) {
 			StringBuilder s = new StringBuilder();
-			s.append(new java.math.BigDecimal(this.a.multiply(BigInteger.valueOf(SECOND).divide(this.den)), 9)
+			s.append(new java.math.BigDecimal(level.multiply(BigInteger.valueOf(SECOND).divide(this.den)), 9)
 				.stripTrailingZeros()
 				.toPlainString());
 			if (this.capped) {
-				s.append(" (").append(this.inFlight).append(" in flight)");
+				s.append(" (").append(flying).append(" in flight)");
 			}
-			if (!this.queue.isEmpty()) {
+			if (!line.isEmpty()) {
 				s.append(" line[");
-				for (Object[] claim : this.queue) {
+				for (Object[] claim : line) {
 					s.append(' ').append('#').append(((Call1) claim[0]).id).append(':').append(claim[1]);
 				}
 				s.append(" ]");
@@ -669,7 +686,8 @@ class SeveralBucketsPollModelTests {
 
 		private SplittableRandom random;
 
-		private List<String> trace;
+		/** The sequence's steps, rendered only when it fails. */
+		private List<Line> trace;
 
 		private long seed;
 
@@ -709,7 +727,7 @@ class SeveralBucketsPollModelTests {
 					.append(")\n  ")
 					.append(this.config)
 					.append('\n');
-				for (String line : this.trace) {
+				for (Line line : this.trace) {
 					message.append("  ").append(line).append('\n');
 				}
 				message.append("  => ").append(ex);
@@ -1280,13 +1298,11 @@ class SeveralBucketsPollModelTests {
 		}
 
 		private void check() {
-			StringBuilder state = new StringBuilder();
-			for (String name : BUCKETS) {
-				RefBucket ref = ref(name);
-				state.append(' ').append(name).append('=').append(ref);
+			Object[] state = new Object[BUCKETS.length];
+			for (int i = 0; i < BUCKETS.length; i++) {
+				state[i] = ref(BUCKETS[i]).frozen();
 			}
-			int last = this.trace.size() - 1;
-			this.trace.set(last, this.trace.get(last) + "    [reference after:" + state + "]");
+			this.trace.get(this.trace.size() - 1).after = state;
 			for (String name : BUCKETS) {
 				RefBucket ref = ref(name);
 				RegisteredBucket bucket = this.registry.get(name);
@@ -1332,13 +1348,44 @@ class SeveralBucketsPollModelTests {
 		}
 
 		private void log(String format, Object... args) {
-			this.trace.add(String.format("t=%d ", this.clock.get()) + String.format(format, args));
+			this.trace.add(new Line(this.clock.get(), format, args));
 		}
 
 		private static void equal(String what, Object actual, Object expected) {
 			if (!Objects.equals(actual, expected)) {
 				throw new AssertionError(what + ": application " + actual + ", reference " + expected);
 			}
+		}
+	}
+
+	/** A line of a sequence's trace, and the reference's buckets after it (when checked then). */
+	static final class Line {
+
+		final long time;
+
+		final String format;
+
+		final Object[] args;
+
+		Object[] after;
+
+		Line(long time, String format, Object[] args) {
+			this.time = time;
+			this.format = format;
+			this.args = args;
+		}
+
+		@Override
+		public String toString() {
+			StringBuilder line = new StringBuilder("t=").append(this.time).append(' ').append(String.format(this.format, this.args));
+			if (this.after != null) {
+				line.append("    [reference after:");
+				for (int i = 0; i < BUCKETS.length; i++) {
+					line.append(' ').append(BUCKETS[i]).append('=').append(this.after[i]);
+				}
+				line.append(']');
+			}
+			return line.toString();
 		}
 	}
 
