@@ -16,9 +16,11 @@ import org.jspecify.annotations.Nullable;
  * One call on the general path (several buckets, shadow buckets among several, or completion
  * attributes): its claim on every bucket, then its permit.
  *
- * <p>As a {@link Reservation} it is covered when every claim is: {@link #poll()} is the longest of the
- * claims' waits (so the call waits once, for the longest), and a claim that is refused while waiting
- * (a capped bucket whose releases did not come within its max-wait) cancels the others. As a
+ * <p>As a {@link Reservation} it is covered when every claim is (so the call waits once, for the longest
+ * of the claims' waits), and a claim that is refused while waiting (a capped bucket whose releases did not
+ * come within its max-wait) cancels the others. {@link #poll()} asks to be polled again at the soonest of
+ * the claims' next looks, not the longest: a claim that waits for releases must look again by its own
+ * deadline, however long another claim of the call still waits for time. As a
  * {@link Permit}, closing it closes every bucket's permit (capped buckets are released together).
  * {@link #complete} evaluates {@code refundIf} and {@code settle} once, when the call completed.
  *
@@ -104,7 +106,7 @@ final class Call implements Reservation, Permit {
 		if (this.state.get() == CANCELLED) {
 			throw new IllegalStateException("Reservation already cancelled");
 		}
-		long longest = 0;
+		long soonest = 0;
 		Refusals refusals = null;
 		// refusals found here (a Redis answer, a capped wait for releases past its max-wait) are decided
 		// as at the claim: every part is asked, the longest wait is named and alone counted
@@ -116,7 +118,10 @@ final class Call implements Reservation, Permit {
 					continue;
 				}
 				try {
-					longest = Math.max(longest, part.poll());
+					long delay = part.poll();
+					if (delay > 0 && (soonest == 0 || delay < soonest)) {
+						soonest = delay;
+					}
 				}
 				catch (RateLimitExceededException ex) {
 					refusals = Refusals.add(refusals, this.limits[i], ex);
@@ -130,7 +135,7 @@ final class Call implements Reservation, Permit {
 			cancel(); // the refused claims gave their tokens back already; the others do now
 			throw refusals.decide();
 		}
-		return longest;
+		return soonest;
 	}
 
 	@Override

@@ -325,7 +325,9 @@ final class InvocationPlan {
 	/**
 	 * Claims from every bucket, or from none: every cost and key is evaluated first (a bad one fails
 	 * the call before anything is claimed); then each enforcing bucket is claimed in order, and when
-	 * any refuses, every claim is given back and the refusing bucket whose wait was longest is named
+	 * any refuses (at its claim; and, once one did, a claim that was accepted but refuses at a first look:
+	 * a capped bucket with max-wait 0 whose tokens are in flight), every claim is given back and the
+	 * refusing bucket whose wait was longest is named
 	 * and alone counts the call as rejected (when several refuse, the refusal lists them all:
 	 * {@link SeveralBucketsExceeded}). Buckets in shadow mode decide last, never refusing.
 	 */
@@ -333,6 +335,7 @@ final class InvocationPlan {
 		int count = this.limits.length;
 		Call call = new Call(this.limits, tokens, keys);
 		Refusals refusals = null;
+		RateLimitExceededException[] refused = null;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < count; i++) {
@@ -344,10 +347,30 @@ final class InvocationPlan {
 					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, i);
 				}
 				catch (RateLimitExceededException ex) {
-					refusals = Refusals.add(refusals, limit, ex);
+					if (refused == null) {
+						refused = new RateLimitExceededException[count];
+					}
+					refused[i] = ex;
 				}
 			}
-			if (refusals != null) {
+			if (refused != null) {
+				// a claim that was accepted but refuses at its first look (a capped bucket with max-wait 0 whose
+				// tokens are in flight) refuses the call as well: it is named and listed as at a poll, in claim order
+				for (int i = 0; i < count; i++) {
+					RateLimitExceededException ex = refused[i];
+					Reservation part = call.parts[i];
+					if (ex == null && part != null) {
+						try {
+							part.poll();
+						}
+						catch (RateLimitExceededException refusal) {
+							ex = refusal;
+						}
+					}
+					if (ex != null) {
+						refusals = Refusals.add(refusals, this.limits[i], ex);
+					}
+				}
 				call.cancel();
 			}
 			else {

@@ -74,6 +74,20 @@ public final class RateLimitExecutors implements DisposableBean {
 		this.propagateContext = propagateContext && CONTEXT_PROPAGATION_PRESENT;
 	}
 
+	/**
+	 * Creates the executors with a given timer and runner, neither owned (for tests that drive the
+	 * polls of waiting claims themselves, on a fake clock).
+	 *
+	 * @param timer where polls of waiting claims are scheduled
+	 * @param runner where a call that had to wait runs
+	 */
+	RateLimitExecutors(ScheduledExecutorService timer, Executor runner) {
+		this.timer = timer;
+		this.runner = runner;
+		this.owned = null;
+		this.propagateContext = false;
+	}
+
 	private static final boolean CONTEXT_PROPAGATION_PRESENT = org.springframework.util.ClassUtils
 		.isPresent("io.micrometer.context.ContextSnapshotFactory", RateLimitExecutors.class.getClassLoader());
 
