@@ -63,7 +63,12 @@ final class BucketScript {
 		 * Read the retune in force for this configuration (dropping one made for another) and nothing
 		 * else: how an instance learns its template's settings for the buckets of its keys.
 		 */
-		TUNE("tune");
+		TUNE("tune"),
+		/**
+		 * Store the bucket mode ({@code enforce} or {@code shadow}) in the retune record for every instance,
+		 * and read the retune in force, as {@link #TUNE} does; nothing else is read or written.
+		 */
+		SWITCH("switch");
 
 		final String argument;
 
@@ -159,6 +164,19 @@ final class BucketScript {
 		}
 
 		/**
+		 * The script's arguments for {@link Mode#SWITCH}: the configuration, then the mode stored.
+		 *
+		 * @param configured the configuration, which the script compares with the retune record's
+		 * @param bucketMode {@code enforce} or {@code shadow}
+		 */
+		static String[] switchArguments(Settings configured, String bucketMode) {
+			String[] head = arguments(configured, Mode.SWITCH, 0, 0, "", null);
+			String[] all = java.util.Arrays.copyOf(head, head.length + 1);
+			all[head.length] = bucketMode;
+			return all;
+		}
+
+		/**
 		 * The script's arguments.
 		 *
 		 * @param configured the configuration, which the script compares with a retune's
@@ -245,9 +263,20 @@ final class BucketScript {
 	 * @param tunedTokens its rate's tokens per period, or 0
 	 * @param tunedPeriodNanos its rate's period, or 0
 	 * @param tunedAtMicros when it was made (Redis's {@code TIME}), or 0
+	 * @param sharedMode the bucket mode switched through an endpoint: {@link #ENFORCE}, {@link #SHADOW}, or
+	 *        {@link #AS_CONFIGURED} (0, also for a key's bucket and for a script that does not say)
 	 */
 	record Reply(long code, long waitMicros, long level, long remainder, long inFlight, long tunedA, long tunedB,
-			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros) {
+			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros, long sharedMode) {
+
+		/** {@link #sharedMode()}: no mode was switched, each instance's configuration is in force. */
+		static final long AS_CONFIGURED = 0;
+
+		/** {@link #sharedMode()}: switched to enforce. */
+		static final long ENFORCE = 1;
+
+		/** {@link #sharedMode()}: switched to shadow. */
+		static final long SHADOW = 2;
 
 		static final long REFUSED = 0;
 
@@ -256,17 +285,18 @@ final class BucketScript {
 		static final long AWAITING_RELEASE = 2;
 
 		/**
-		 * The reply's eleven values; ten (as the script gave before a retune recorded its time) are read with
-		 * a time of 0.
+		 * The reply's twelve values; eleven (as the script gave before the mode was shared) are read with the
+		 * mode as configured, and ten (before a retune recorded its time) also with a time of 0.
 		 */
 		static Reply of(@Nullable List<?> values) {
-			if (values == null || (values.size() != 11 && values.size() != 10)) {
+			if (values == null || values.size() < 10 || values.size() > 12) {
 				throw new IllegalStateException("Unexpected reply from the bucket script: " + values);
 			}
 			return new Reply(number(values.get(0)), number(values.get(1)), number(values.get(2)),
 					number(values.get(3)), number(values.get(4)), number(values.get(5)), number(values.get(6)),
 					number(values.get(7)), number(values.get(8)), number(values.get(9)),
-					(values.size() == 11) ? number(values.get(10)) : 0);
+					(values.size() >= 11) ? number(values.get(10)) : 0,
+					(values.size() == 12) ? number(values.get(11)) : AS_CONFIGURED);
 		}
 
 		private static long number(Object value) {

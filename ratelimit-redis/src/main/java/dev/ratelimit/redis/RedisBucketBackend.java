@@ -8,6 +8,7 @@ import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.BucketBackend;
 import dev.ratelimit.spring.BucketDefinition;
+import dev.ratelimit.spring.BucketStats;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.beans.factory.DisposableBean;
@@ -22,6 +23,10 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * its keys, whatever definition they are made from later (after a retune, the starter makes new keys'
  * buckets from the retuned definition; the configuration that a retune applies to stays the one the
  * instance started with).
+ *
+ * <p>The bucket's mode is shared the same way: when the statistics the starter gives are a
+ * {@link BucketStats}, its mode switches are stored in Redis through the {@link TemplateTune}, and it
+ * takes on the mode the replies carry.
  */
 public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
@@ -48,16 +53,16 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
-		return build(builder(bucket, stats).perKey((key != null) ? key : ""), bucket.name());
+		return build(builder(bucket, stats).perKey((key != null) ? key : ""), bucket.name(), stats);
 	}
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
-		return build(builder(bucket, stats), bucket.name());
+		return build(builder(bucket, stats), bucket.name(), stats);
 	}
 
 	/** Builds a bucket that shares the settings in force of every bucket of that name made here. */
-	private RedisTokenBucket build(RedisTokenBucket.Builder builder, String name) {
+	private RedisTokenBucket build(RedisTokenBucket.Builder builder, String name, StatsRecorder stats) {
 		TemplateTune tune = this.tunes.get(name);
 		if (tune != null) {
 			return builder.tune(tune).build();
@@ -69,7 +74,13 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 			}
 			// no bucket of that name made here first (not the starter's order): this one's settings start it
 			RedisTokenBucket made = builder.build();
-			this.tunes.put(name, made.tune());
+			TemplateTune madeTune = made.tune();
+			if (stats instanceof BucketStats bucketStats) {
+				// one mode per bucket, the template's, in Redis with its retune
+				madeTune.onModeChange(bucketStats::adoptShared);
+				bucketStats.shareModeThrough(madeTune::switchMode);
+			}
+			this.tunes.put(name, madeTune);
 			return made;
 		}
 	}

@@ -85,7 +85,8 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
  * ({@code <key-prefix>{<bucket>}:retuned}, which never expires), for the configuration they were made
  * from: every instance's next call uses them, until an instance starts with a different configuration
- * (its first call deletes them).
+ * (its first call deletes them). The bucket's mode (enforce or shadow) switched through the endpoint is
+ * kept in the same record and comes back with every reply the same way ({@link TemplateTune}).
  *
  * <h2>Buckets of keys</h2>
  * A bucket used with a key has, on each instance, one {@link TemplateTune} shared by its own bucket, its

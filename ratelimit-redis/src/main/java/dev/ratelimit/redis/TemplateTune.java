@@ -6,12 +6,14 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 
 import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.spring.BackendHealth;
+import dev.ratelimit.spring.BucketMode;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
@@ -47,6 +49,17 @@ import org.jspecify.annotations.Nullable;
  * for a read again until one is answered (reads are retried after a back-off of 100 ms doubling to 5 s,
  * said once at WARN and once at INFO when they are answered again): a template whose Redis node does not
  * answer costs its keys' calls one wait of at most the timeout, once, not one per call.
+ *
+ * <h2>The bucket's mode</h2>
+ * The mode (enforce or shadow) switched through an endpoint is kept in the same record (field
+ * {@code mode}, written by the script's {@code switch} mode; absent: each instance's configuration) and
+ * dropped with it by a restart with another configuration. Every reply that carries the retune carries
+ * the mode too: this instance takes it on from the replies it adopts (no extra call), and tells the
+ * bucket's statistics, where the interceptor reads the mode ({@link #onModeChange}). So the mode reaches
+ * every instance as a retune does: with its next call on the bucket, or within a second for a bucket
+ * used with keys. The mode is one per bucket, the template's: the buckets of keys have none of their
+ * own. While Redis does not answer the mode last read stays in force (the failure policy decides the
+ * calls, the mode still says whether a refusal holds the call back), and a switch is refused.
  */
 final class TemplateTune {
 
@@ -95,6 +108,12 @@ final class TemplateTune {
 	private volatile long readNanos;
 
 	private volatile boolean known;
+
+	/** The mode switched through an endpoint, as the last reply adopted said ({@link Reply#sharedMode()}). */
+	private volatile long sharedMode = Reply.AS_CONFIGURED;
+
+	/** Told the mode in force when a reply changes it ({@code null}: as configured). */
+	private volatile @Nullable Consumer<@Nullable BucketMode> modeListener;
 
 	/** Whether a retune this instance cannot hold has been logged. */
 	private boolean warned;
@@ -194,6 +213,67 @@ final class TemplateTune {
 		}
 		this.readNanos = sentNanos;
 		this.known = true;
+		long mode = reply.sharedMode();
+		if (mode != this.sharedMode) {
+			this.sharedMode = mode;
+			Consumer<@Nullable BucketMode> listener = this.modeListener;
+			if (listener != null) {
+				listener.accept(bucketMode(mode));
+			}
+		}
+	}
+
+	/**
+	 * Tells {@code listener} the mode in force whenever a reply changes it, and at once the mode last read
+	 * ({@code null}: the configuration's).
+	 *
+	 * @param listener the bucket's statistics, where the interceptor reads the mode
+	 */
+	synchronized void onModeChange(Consumer<@Nullable BucketMode> listener) {
+		this.modeListener = listener;
+		listener.accept(bucketMode(this.sharedMode));
+	}
+
+	/** @return the mode switched through an endpoint as last read, or {@code null}: as configured */
+	@Nullable BucketMode sharedMode() {
+		return bucketMode(this.sharedMode);
+	}
+
+	private static @Nullable BucketMode bucketMode(long mode) {
+		return (mode == Reply.SHADOW) ? BucketMode.SHADOW : (mode == Reply.ENFORCE) ? BucketMode.ENFORCE : null;
+	}
+
+	/**
+	 * Switches the bucket's mode for every instance: stores it in the retune record (the script's
+	 * {@code switch} mode, on the template's keys) and takes on the reply, waiting for it at most the
+	 * timeout.
+	 *
+	 * @param mode the mode
+	 * @throws IllegalStateException when Redis does not answer: a switch only this instance knew would be
+	 *         undone by the next reply
+	 */
+	void switchMode(BucketMode mode) {
+		long sent = this.clock.getAsLong();
+		Throwable failure;
+		try {
+			List<Object> values = this.connection
+				.run(this.keys, Settings.switchArguments(this.configured, mode.value()))
+				.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+			adopt(Reply.of(values), sent);
+			return;
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			failure = ex;
+		}
+		catch (java.util.concurrent.ExecutionException ex) {
+			failure = (ex.getCause() != null) ? ex.getCause() : ex;
+		}
+		catch (TimeoutException | RuntimeException ex) {
+			failure = ex;
+		}
+		throw new IllegalStateException("Rate limit bucket '" + this.bucket + "' cannot be switched to "
+				+ mode.value() + " mode while Redis does not answer (" + describe(failure) + ")", failure);
 	}
 
 	/**

@@ -7,8 +7,9 @@
 --         the settings of its last write), f = tokens in flight (capped release), q = ticket counter,
 --         d:<ticket> = a queued ticket's deadline
 -- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, at (when it
---         was made, microseconds of Redis TIME), and cfg, the configuration they apply to (a restart
---         with another configuration drops them); never expires. The overflow bucket passes its
+--         was made, microseconds of Redis TIME), mode (enforce | shadow, switched through an endpoint;
+--         absent = as configured; a record may hold a mode alone, without a, b and limit), and cfg, the
+--         configuration they apply to (a restart with another configuration drops them); never expires. The overflow bucket passes its
 --         template's, <prefix>{<bucket>}:retuned
 -- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
 -- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
@@ -20,14 +21,17 @@
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
---       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune), id (<id>#<n>,
---       capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns); with three keys,
+--       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune | switch), id
+--       (<id>#<n>, capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns); for
+--       switch: the bucket mode (enforce | shadow) stored for every instance; with three keys,
 --       ARGV[10] is the time (us) of the retune whose settings are passed (0 or absent: the configuration)
--- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us)};
+-- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us), mode};
 -- code 1 = granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases
 -- (nothing taken), 3 = the other modes. The last six are the retune in effect, or zeros for the
--- configuration (always zeros with three keys). Mode tune answers only them (and drops a retune of
--- another configuration): it reads and writes nothing else.
+-- configuration (always zeros with three keys); mode is the bucket mode switched through an endpoint,
+-- 1 = enforce, 2 = shadow, 0 = as configured (always 0 with three keys). Modes tune and switch answer
+-- only these seven (and drop a retune of another configuration): they read nothing else, and switch
+-- writes only the mode into the retune record.
 --
 -- A hash written with other settings than those in force (a retune, or a restart with another
 -- configuration, since its last write) counts the time since its last write at the settings it was
@@ -41,7 +45,7 @@ elseif #KEYS == 3 then
 else
   return redis.error_reply('ERR the bucket script takes 4 keys (K K:retuned K:leases K:queue) or 3 (K K:leases K:queue), got ' .. #KEYS)
 end
-if not retuned and (ARGV[7] == 'retune' or ARGV[7] == 'tune') then
+if not retuned and (ARGV[7] == 'retune' or ARGV[7] == 'tune' or ARGV[7] == 'switch') then
   return redis.error_reply('ERR mode ' .. ARGV[7] .. ' needs the retune key: a key\'s bucket is retuned through its template')
 end
 local A = tonumber(ARGV[1])
@@ -54,6 +58,10 @@ local mode = ARGV[7]
 local id = ARGV[8]
 local lease = tonumber(ARGV[9])
 local writes = mode ~= 'peek' and mode ~= 'tune'
+local modes = {enforce = 1, shadow = 2}
+if mode == 'switch' and not modes[ARGV[10]] then
+  return redis.error_reply('ERR mode switch takes enforce or shadow, got ' .. tostring(ARGV[10]))
+end
 
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
@@ -63,13 +71,18 @@ local cfg = ARGV[1] .. ':' .. ARGV[2] .. ':' .. ARGV[3]
 local tuned = {0, 0, 0, 0, 0, 0}
 -- when the settings in force were set: the retune's time (0 for the configuration)
 local since = 0
+-- the bucket mode switched through an endpoint: 1 enforce, 2 shadow, 0 as configured
+local shared_mode = 0
 if retuned then
-  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg', 'at')
+  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg', 'at', 'mode')
   if tune[6] then
     if tune[6] == cfg then
-      A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
-      since = tonumber(tune[7]) or 0
-      tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5]), since}
+      if tune[1] then
+        A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
+        since = tonumber(tune[7]) or 0
+        tuned = {A, B, limit, tonumber(tune[4]), tonumber(tune[5]), since}
+      end
+      shared_mode = modes[tune[8]] or 0
     elseif writes or mode == 'tune' then
       redis.call('DEL', retuned)
     end
@@ -77,8 +90,12 @@ if retuned then
 else
   since = tonumber(ARGV[10]) or 0
 end
-if mode == 'tune' then
-  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6]}
+if mode == 'switch' then
+  shared_mode = modes[ARGV[10]]
+  redis.call('HSET', retuned, 'mode', ARGV[10], 'cfg', cfg)
+end
+if mode == 'tune' or mode == 'switch' then
+  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode}
 end
 
 -- adds the credit of `elapsed` microseconds at a units of 1/b per microsecond, at most up to full (lim)
@@ -253,7 +270,7 @@ elseif mode == 'retune' then
   woken = true
 end
 
-local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6]}
+local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode}
 if not writes then
   return reply
 end

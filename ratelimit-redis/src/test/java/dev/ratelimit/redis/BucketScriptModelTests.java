@@ -834,7 +834,8 @@ class BucketScriptModelTests {
 					this.settings.tune = null;
 					this.settings.tuneCfg = null;
 				}
-				return new long[] { 3, 0, 0, 0, 0, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4], tuned[5] };
+				// the last: the mode switched through an endpoint, never here (0, as configured)
+				return new long[] { 3, 0, 0, 0, 0, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], 0 };
 			}
 			BigInteger bigB = BigInteger.valueOf(b);
 			BigInteger full = BigInteger.valueOf(limit).multiply(bigB);
@@ -969,7 +970,7 @@ class BucketScriptModelTests {
 			long level = split[0].longValueExact();
 			long rem = split[1].longValueExact();
 			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
-					tuned[5] };
+					tuned[5], 0 };
 			if (!writes) {
 				this.pendingTune = null;
 				return reply;

@@ -16,7 +16,7 @@ import io.lettuce.core.api.async.RedisAsyncCommands;
  * A Redis for tests that decide when each call of the bucket script is answered, or that it never is:
  * the real {@link ScriptConnection} over a Lettuce connection made of JDK proxies. Every call is kept
  * with its arguments; {@code tune}, {@code acquire} and {@code peek} calls wait for the test's answer,
- * the others (refund, leave, release...) are answered at once with zeros.
+ * {@code switch} too; the others (refund, leave, release...) are answered at once with zeros.
  */
 final class FakeScriptRedis {
 
@@ -71,7 +71,8 @@ final class FakeScriptRedis {
 						this.replies.add(reply);
 						String mode = called[6];
 						if (!mode.equals(BucketScript.Mode.TUNE.argument) && !mode.equals(BucketScript.Mode.ACQUIRE.argument)
-								&& !mode.equals(BucketScript.Mode.PEEK.argument)) {
+								&& !mode.equals(BucketScript.Mode.PEEK.argument)
+								&& !mode.equals(BucketScript.Mode.SWITCH.argument)) {
 							reply.complete(reply(3));
 						}
 						return future(reply);

@@ -144,6 +144,30 @@ class RedisKeyedRetuneTests {
 	}
 
 	/**
+	 * The mode is one per bucket, the template's, and a switch reaches the instances that only use keys as
+	 * a retune does: within a second (their keys' calls read the template's record, and the mode with it).
+	 * The call that reads it is decided in the mode before it: the interceptor reads the mode first.
+	 */
+	@Test
+	void aModeSwitchOnOneInstanceReachesTheKeysOfTheOtherWithinOneSecond() {
+		String prefix = "keyed-mode:";
+		// 1 per hour: "N at once" holds however slow the machine
+		String[] slow = { "ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.period=1h" };
+		together(List.of(instance(prefix, slow), instance(prefix, slow)), new ArrayList<>(), (contexts) -> {
+			KeyedService b = contexts.get(1).getBean(KeyedService.class);
+			assertThat(granted(b, "enforced", 4, new AtomicReference<>())).isEqualTo(3);
+			endpoint(contexts.get(0)).update("per-user", null, null, "shadow");
+			long switched = System.nanoTime();
+			sleepUntil(switched + Duration.ofSeconds(1).toNanos());
+			granted(b, "reads", 1, new AtomicReference<>()); // reads the template's record, the mode with it
+			assertThat(contexts.get(1).getBean(RateLimiterRegistry.class).get("per-user").stats().mode().value())
+				.isEqualTo("shadow");
+			assertThat(granted(b, "shadowed", 5, new AtomicReference<>())).isEqualTo(5);
+			assertThat(granted(b, "enforced", 2, new AtomicReference<>())).isEqualTo(2);
+		});
+	}
+
+	/**
 	 * A retune keeps a key's state (contract: the endpoint changes a bucket "keeping its state"): the time
 	 * before it counts at the old settings. 10 per second, limit 100: a key spent down to nothing, then a
 	 * second later the template retuned to 1000 per second. Right after the retune the key holds what a
@@ -211,6 +235,55 @@ class RedisKeyedRetuneTests {
 		return nanos / 1e9;
 	}
 
+	/**
+	 * The script's {@code switch} mode: stores the bucket mode in the retune record (alone, or beside a
+	 * retune's settings, which it leaves as they are), every reply carries it as its twelfth value, and a
+	 * call with another configuration drops it with the rest of the record.
+	 */
+	@Test
+	void theScriptKeepsTheModeInTheRetuneRecord() {
+		RedisCommands<String, String> admin = redis.admin();
+		String template = "script-mode:{b}";
+		String[] keys = BucketScript.keys(template);
+		// 10 per second, limit 3: A = 1, B = 100000
+		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0",
+				"0", "0", "switch", "", "60000000", "shadow");
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L);
+		assertThat(admin.hgetall(template + ":retuned")).containsOnly(java.util.Map.entry("mode", "shadow"),
+				java.util.Map.entry("cfg", "1:100000:3"));
+		assertThat(admin.exists(template)).as("switch writes no state").isZero();
+		// a record with a mode alone: the configuration's settings, and the mode
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "1", "0", "0",
+				"acquire", "", "60000000");
+		assertThat(reply).containsExactly(1L, 0L, 2L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L);
+		// a retune keeps the mode; a switch keeps the retune
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0", "0", "0",
+				"retune", "", "60000000", "1", "1000000", "2", "1", "1000000000");
+		assertThat(reply.get(11)).isEqualTo(2L);
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0", "0", "0",
+				"switch", "", "60000000", "enforce");
+		assertThat(reply.subList(5, 8)).containsExactly(1L, 1000000L, 2L);
+		assertThat(reply.get(11)).isEqualTo(1L);
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0", "0", "0", "tune",
+				"", "60000000");
+		assertThat(reply.subList(5, 8)).containsExactly(1L, 1000000L, 2L);
+		assertThat(reply.get(11)).isEqualTo(1L);
+		// not a mode, or a key's bucket: refused, nothing written
+		assertThatThrownBy(() -> admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0",
+				"0", "0", "switch", "", "60000000", "loud"))
+			.hasMessageContaining("mode switch takes enforce or shadow");
+		assertThatThrownBy(() -> admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI,
+				BucketScript.keyKeys("script-mode:{b:alice}"), "1", "100000", "3", "0", "0", "0", "switch", "",
+				"60000000", "shadow"))
+			.hasMessageContaining("mode switch needs the retune key");
+		assertThat(admin.hget(template + ":retuned", "mode")).isEqualTo("enforce");
+		// another configuration (limit 4): the mode goes with the rest of the record
+		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "4", "0", "0", "0",
+				"sync", "", "60000000");
+		assertThat(reply.subList(5, 12)).containsOnly(0L);
+		assertThat(admin.exists(template + ":retuned")).isZero();
+	}
+
 	@Test
 	void theScriptOnAKeysBucketUsesTheSettingsItIsGivenAndKeepsNoRetune() {
 		RedisCommands<String, String> admin = redis.admin();
@@ -222,7 +295,7 @@ class RedisKeyedRetuneTests {
 		// a key's bucket, three keys: the settings given are in force (limit 5), no retune is read or written
 		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
 				"100000", "5", "1", "0", "0", "acquire", "", "60000000");
-		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.keys("keyed-script:{per-user:*")).containsExactly(key);
 		assertThat(admin.pttl(key)).isPositive();
 		// it cannot be retuned itself: its template is
@@ -233,12 +306,12 @@ class RedisKeyedRetuneTests {
 		// time, by an earlier version, reads as made at 0)
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "3",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L, 0L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L, 0L, 0L);
 		assertThat(admin.exists(template)).as("tune writes no state").isZero();
 		// and dropped by a read for another configuration
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "4",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.exists(template + ":retuned")).isZero();
 	}
 

@@ -7,8 +7,11 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.core.Rate;
+import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.redis.BucketScript.Settings;
+import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.BucketStats;
 import io.lettuce.core.RedisCommandExecutionException;
 import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
@@ -16,6 +19,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * {@link TemplateTune} on a fake clock and a fake Redis (a {@link ScriptConnection} on a Lettuce
@@ -54,6 +58,65 @@ class TemplateTuneTests {
 	/** A reply of the script carrying a retune to {@code s}. */
 	private static List<Object> replyOf(Settings s) {
 		return List.of(1L, 0L, 1L, 0L, 0L, s.a(), s.b(), s.limit(), s.rate().tokens(), s.rate().period().toNanos());
+	}
+
+	/** A reply carrying a retune to {@code s} and the shared mode {@code mode} (0, 1 enforce, 2 shadow). */
+	private static List<Object> replyOf(Settings s, long mode) {
+		List<Object> values = new java.util.ArrayList<>(replyOf(s));
+		values.add(0L); // at
+		values.add(mode);
+		return values;
+	}
+
+	/**
+	 * The mode comes with the replies the tune adopts (an older script's reply, without it, means "as
+	 * configured"); it stays while Redis does not answer (the failure policy still runs in that mode), and a
+	 * switch Redis does not answer is refused, changing nothing.
+	 */
+	@Test
+	void theModeComesWithTheRepliesAndStaysWhileRedisDoesNotAnswer() {
+		TemplateTune tune = new TemplateTune("t", CONFIGURED, "ratelimit:{t}", this.connection,
+				TimeUnit.MILLISECONDS.toNanos(50), () -> this.clock[0]);
+		BucketStats stats = new BucketStats(StatsRecorder.concurrent(), BucketMode.ENFORCE, false);
+		tune.onModeChange(stats::adoptShared);
+		stats.shareModeThrough(tune::switchMode);
+		long sent = this.clock[0];
+		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED, 2)), sent);
+		assertThat(stats.isShadow()).isTrue();
+		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED, 0)), sent + MS);
+		assertThat(stats.mode()).isEqualTo(BucketMode.ENFORCE);
+		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED, 2)), sent + 2 * MS);
+		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED)), sent + 3 * MS); // ten values: as configured
+		assertThat(stats.mode()).isEqualTo(BucketMode.ENFORCE);
+		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED, 2)), sent + 4 * MS);
+		// a read that fails changes nothing
+		this.clock[0] = sent + 900 * MS;
+		assertThat(tune.forKey(this.clock[0])).isNull();
+		this.redis.of(BucketScript.Mode.TUNE).get(0).completeExceptionally(new IllegalStateException("down"));
+		assertThat(stats.isShadow()).isTrue();
+		// a switch nobody answers: refused, nothing changed
+		assertThatThrownBy(() -> stats.mode(BucketMode.ENFORCE)).isInstanceOf(IllegalStateException.class)
+			.hasMessageContaining("cannot be switched to enforce mode while Redis does not answer");
+		assertThat(stats.isShadow()).isTrue();
+		String[] arguments = this.redis.arguments(BucketScript.Mode.SWITCH).get(0);
+		assertThat(arguments).hasSize(10);
+		assertThat(arguments[9]).isEqualTo("enforce");
+		// answered: the reply's mode is taken on
+		CompletableFuture<Void> switching = CompletableFuture.runAsync(() -> stats.mode(BucketMode.ENFORCE));
+		long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+		while (this.redis.of(BucketScript.Mode.SWITCH).size() < 2 && System.nanoTime() < until) {
+			Thread.onSpinWait();
+		}
+		this.redis.of(BucketScript.Mode.SWITCH).get(1).complete(replyOf(CONFIGURED, 1));
+		try {
+			switching.get(5, TimeUnit.SECONDS);
+		}
+		catch (Exception ex) {
+			// under heavy load the 50 ms timeout may pass first: refused then, and nothing changed
+			assertThat(stats.isShadow()).isTrue();
+			return;
+		}
+		assertThat(stats.mode()).isEqualTo(BucketMode.ENFORCE);
 	}
 
 	@Test

@@ -1,8 +1,10 @@
 package dev.ratelimit.spring;
 
 import java.util.concurrent.atomic.LongAdder;
+import java.util.function.Consumer;
 
 import dev.ratelimit.core.StatsRecorder;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A configured bucket's statistics and mode: every limiter of the bucket (its own, each key's, the
@@ -13,6 +15,10 @@ import dev.ratelimit.core.StatsRecorder;
  * ({@link #refused()}); a refusal of a direct call to the limiter bean still counts as
  * {@code rejected}. The mode is read on every call of the interceptor (one volatile read) and changed
  * live by the endpoint.
+ *
+ * <p>A bucket whose state lives in a backend shared by the instances (Redis) shares its mode there too
+ * ({@link #shareModeThrough}): a switch is stored through the backend, and every instance takes on the
+ * mode its backend's replies carry ({@link #adoptShared}), as it does a retune's rate and limit.
  */
 public final class BucketStats implements StatsRecorder {
 
@@ -41,6 +47,12 @@ public final class BucketStats implements StatsRecorder {
 
 	private volatile BucketMode mode;
 
+	/** The bucket's own mode as configured: the mode in force when the backend holds none. */
+	private final BucketMode configuredMode;
+
+	/** Where a switch of the mode is stored for every instance, or {@code null}: this instance only. */
+	private volatile @Nullable Consumer<BucketMode> sharedModeStore;
+
 	/**
 	 * Creates the statistics of one bucket.
 	 *
@@ -51,6 +63,7 @@ public final class BucketStats implements StatsRecorder {
 	public BucketStats(StatsRecorder counts, BucketMode mode, boolean allShadow) {
 		this.counts = counts;
 		this.mode = mode;
+		this.configuredMode = mode;
 		this.allShadow = allShadow;
 	}
 
@@ -170,7 +183,33 @@ public final class BucketStats implements StatsRecorder {
 	 */
 	public void mode(BucketMode mode) {
 		checkMode(mode);
+		Consumer<BucketMode> store = this.sharedModeStore;
+		if (store != null) {
+			store.accept(mode); // throws when the backend does not answer: nothing is changed then
+		}
 		this.mode = mode;
+	}
+
+	/**
+	 * Shares the bucket's mode with the other instances through its backend: {@link #mode(BucketMode)}
+	 * stores a switch with {@code store} (which throws, changing nothing, when the backend does not
+	 * answer), and the backend tells every instance the mode in force with {@link #adoptShared}.
+	 *
+	 * @param store stores a switch for every instance
+	 */
+	public void shareModeThrough(Consumer<BucketMode> store) {
+		this.sharedModeStore = store;
+	}
+
+	/**
+	 * Takes on the mode the shared backend says is in force: one switched through the endpoint of any
+	 * instance, or, when it holds none ({@code null}: none was switched, or it was dropped by a restart
+	 * with another configuration), the bucket's own mode as configured here.
+	 *
+	 * @param shared the mode switched through an endpoint, or {@code null}
+	 */
+	public void adoptShared(@Nullable BucketMode shared) {
+		this.mode = (shared != null) ? shared : this.configuredMode;
 	}
 
 	/**

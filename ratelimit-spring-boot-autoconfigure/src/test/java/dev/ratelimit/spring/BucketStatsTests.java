@@ -65,4 +65,31 @@ class BucketStatsTests {
 		assertThatThrownBy(() -> stats.mode(BucketMode.ENFORCE)).isInstanceOf(IllegalArgumentException.class)
 			.hasMessageContaining("ratelimit.mode is shadow");
 	}
+
+	/**
+	 * A mode shared through a backend: a switch is stored there first (a store that fails changes
+	 * nothing), the mode the backend says is in force is taken on, and none there means the configured one.
+	 */
+	@Test
+	void aSharedModeIsStoredThroughTheBackendAndTakenOnFromIt() {
+		BucketStats stats = new BucketStats(StatsRecorder.concurrent(), BucketMode.SHADOW, false);
+		java.util.List<BucketMode> stored = new java.util.ArrayList<>();
+		stats.shareModeThrough((mode) -> {
+			if (stored.size() == 1) {
+				throw new IllegalStateException("down");
+			}
+			stored.add(mode);
+		});
+		stats.mode(BucketMode.ENFORCE);
+		assertThat(stored).containsExactly(BucketMode.ENFORCE);
+		assertThat(stats.mode()).isEqualTo(BucketMode.ENFORCE);
+		assertThatThrownBy(() -> stats.mode(BucketMode.SHADOW)).isInstanceOf(IllegalStateException.class);
+		assertThat(stats.mode()).isEqualTo(BucketMode.ENFORCE);
+		stats.adoptShared(BucketMode.SHADOW); // switched through another instance
+		assertThat(stats.isShadow()).isTrue();
+		stats.adoptShared(BucketMode.ENFORCE);
+		assertThat(stats.isShadow()).isFalse();
+		stats.adoptShared(null); // none in the backend (dropped by a restart with another configuration)
+		assertThat(stats.mode()).isEqualTo(BucketMode.SHADOW);
+	}
 }
