@@ -18,6 +18,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.ModelSeeds;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -121,12 +122,7 @@ class SeveralBucketsModelTests {
 		Map<String, Long> tally = new java.util.TreeMap<>();
 		long started = System.nanoTime();
 		for (int configuration = 0; configuration < CONFIGURATIONS; configuration++) {
-			List<Long> mine = new ArrayList<>();
-			for (long seed : seeds) {
-				if (configurationOf(seed) == configuration) {
-					mine.add(seed);
-				}
-			}
+			List<Long> mine = ModelSeeds.inSlot(seeds, configuration, (seed) -> configurationOf(seed));
 			if (mine.isEmpty()) {
 				continue;
 			}

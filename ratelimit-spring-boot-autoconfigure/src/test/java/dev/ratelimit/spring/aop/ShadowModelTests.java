@@ -24,6 +24,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.ModelSeeds;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -104,42 +105,21 @@ class ShadowModelTests {
 
 	@Test
 	void agreesWithTheReferenceOnFixedSeeds() {
-		Long only = Long.getLong("model.seed");
-		List<Long> seeds = new ArrayList<>();
-		if (only != null) {
-			seeds.add(only);
-		}
-		else {
-			for (long seed = 0; seed < FIXED_SEQUENCES; seed++) {
-				seeds.add(seed);
-			}
-		}
-		runSeeds("fixed seeds", seeds);
+		ModelSeeds.Seeds seeds = ModelSeeds.fixed(FIXED_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
 	}
 
 	@Test
 	void agreesWithTheReferenceOnRandomSeeds() {
-		if (Long.getLong("model.seed") != null) {
-			return;
-		}
-		long first = new SplittableRandom().nextLong();
-		List<Long> seeds = new ArrayList<>();
-		for (long i = 0; i < RANDOM_SEQUENCES; i++) {
-			seeds.add(first + i);
-		}
-		runSeeds("random seeds from " + first, seeds);
+		ModelSeeds.Seeds seeds = ModelSeeds.random(RANDOM_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
 	}
 
 	private static void runSeeds(String what, List<Long> seeds) {
 		Map<String, Long> tally = new TreeMap<>();
 		long started = System.nanoTime();
 		for (int configuration = 0; configuration < CONFIGURATIONS; configuration++) {
-			List<Long> mine = new ArrayList<>();
-			for (long seed : seeds) {
-				if (Math.floorMod(seed, (long) CONFIGURATIONS) == configuration) {
-					mine.add(seed);
-				}
-			}
+			List<Long> mine = ModelSeeds.inSlot(seeds, configuration, (seed) -> Math.floorMod(seed, CONFIGURATIONS));
 			if (mine.isEmpty()) {
 				continue;
 			}

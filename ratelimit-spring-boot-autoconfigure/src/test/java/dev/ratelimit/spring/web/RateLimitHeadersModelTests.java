@@ -19,6 +19,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.ModelSeeds;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -106,30 +107,14 @@ class RateLimitHeadersModelTests {
 
 	@Test
 	void agreesWithTheReferenceOnFixedSeeds() {
-		Long only = Long.getLong("model.seed");
-		List<Long> seeds = new ArrayList<>();
-		if (only != null) {
-			seeds.add(only);
-		}
-		else {
-			for (long seed = 0; seed < FIXED_SEQUENCES; seed++) {
-				seeds.add(seed);
-			}
-		}
-		runSeeds("fixed seeds", seeds);
+		ModelSeeds.Seeds seeds = ModelSeeds.fixed(FIXED_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
 	}
 
 	@Test
 	void agreesWithTheReferenceOnRandomSeeds() {
-		if (Long.getLong("model.seed") != null) {
-			return;
-		}
-		long first = new SplittableRandom().nextLong();
-		List<Long> seeds = new ArrayList<>();
-		for (long i = 0; i < RANDOM_SEQUENCES; i++) {
-			seeds.add(first + i);
-		}
-		runSeeds("random seeds from " + first, seeds);
+		ModelSeeds.Seeds seeds = ModelSeeds.random(RANDOM_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
 	}
 
 	/** A seed's configuration and header mode. */
@@ -141,12 +126,7 @@ class RateLimitHeadersModelTests {
 		Map<String, Long> tally = new TreeMap<>();
 		long started = System.nanoTime();
 		for (int slot = 0; slot < CONFIGURATIONS * MODES.length; slot++) {
-			List<Long> mine = new ArrayList<>();
-			for (long seed : seeds) {
-				if (slotOf(seed) == slot) {
-					mine.add(seed);
-				}
-			}
+			List<Long> mine = ModelSeeds.inSlot(seeds, slot, (seed) -> slotOf(seed));
 			if (mine.isEmpty()) {
 				continue;
 			}
