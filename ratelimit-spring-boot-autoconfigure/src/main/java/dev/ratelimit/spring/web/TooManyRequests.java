@@ -75,8 +75,16 @@ final class TooManyRequests {
 			return null;
 		}
 		RateLimiter limiter = KeyedBucketExceeded.refusedBy(ex);
+		if (limiter == null && ex.getKey() != null && bucket.keys() > 0) {
+			// the refusal names the key as text (String.valueOf): a key of another type (#id, a number) is
+			// found by its text, as bucketOf, which looks the key up as it is, would not
+			limiter = bucket.keyed().find(ex.getKey());
+			if (limiter == null) {
+				limiter = bucket.keyed().bucketOf(ex.getKey());
+			}
+		}
 		if (limiter == null) {
-			limiter = (ex.getKey() != null && bucket.keys() > 0) ? bucket.keyed().bucketOf(ex.getKey()) : bucket.limiter();
+			limiter = bucket.limiter();
 		}
 		return RateLimitHeaders.atRefusal(RateLimitHeaders.level(bucket.name(), limiter.snapshot()), ex, ex.getCost());
 	}

@@ -119,6 +119,37 @@ class RateLimitHeadersTests {
 	}
 
 	/**
+	 * A refusal of a key's bucket that the application copied (its own exception layer, or one that
+	 * crossed a JVM boundary: no limiter in it) names the key as text; the key is a number
+	 * ({@code #id}). The 429 gives that key's bucket (empty, full in 3 s), found by the key's text as it
+	 * was before the refusal carried its limiter; not the overflow bucket, which the key never used.
+	 */
+	@Test
+	void a429ForACopiedRefusalOfANumericKeyGivesThatKeysBucket() {
+		new ApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withUserConfiguration(QuoteConfiguration.class)
+			.withBean(RateLimitClock.class, () -> this.now::get)
+			.withPropertyValues("ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0", "ratelimit.buckets.quote.rate=2",
+					"ratelimit.buckets.quote.limit=2", "ratelimit.buckets.quote.max-wait=0")
+			.run((context) -> {
+				QuoteService service = context.getBean(QuoteService.class);
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				for (int i = 0; i < 3; i++) {
+					service.perId(42L);
+				}
+				RateLimitExceededException refusal = catchThrowableOfType(RateLimitExceededException.class,
+						() -> service.perId(42L));
+				RateLimitExceededException copied = new RateLimitExceededException(refusal.getBucket(),
+						refusal.getKey(), refusal.getCost(), refusal.getRetryAfter(), refusal.getMessage());
+				assertThat(copied.getKey()).isEqualTo("42");
+				var response = new RateLimitExceptionHandler(false, WebHeaders.IETF, () -> registry)
+					.handleRateLimitExceeded(copied);
+				assertThat(response.getHeaders().getFirst("RateLimit")).isEqualTo("\"per-user\";r=0;t=3");
+			});
+	}
+
+	/**
 	 * The same through a web rule keyed by a header. alice takes 1 token; 0.5 s later bob empties the
 	 * overflow bucket and is refused by it; the clock moves 0.5 s between the refusal and the fields,
 	 * so alice's bucket is full (idle: it may be dropped) when they are read, and the overflow bucket
@@ -337,6 +368,10 @@ class RateLimitHeadersTests {
 
 		@RateLimited(value = "per-user", key = "#user")
 		public void perUser(String user) {
+		}
+
+		@RateLimited(value = "per-user", key = "#id")
+		public void perId(long id) {
 		}
 
 		@RateLimited(value = "quote", cost = "#n")
