@@ -265,8 +265,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/**
 	 * Whether the bucket asks Redis (rather than applying its failure policy), for the gauge
 	 * {@code ratelimit.backend.up} and the health contributor: for a bucket used with keys, also whether
-	 * none of its keys' buckets (nor its overflow bucket) on this instance runs on the policy, each of
-	 * which finds out for itself.
+	 * its keys' buckets (and its overflow bucket) on this instance have said Redis was back since one said
+	 * it was not answering. Each of them finds out for itself; the first to switch says so, and the first
+	 * answer any of them hears after that says Redis is back (one Redis answers all of them; on a Redis
+	 * Cluster with the bucket's keys on several nodes, an answer from one node says so while a key on
+	 * another node may still run on the policy).
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
@@ -282,11 +285,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public String health() {
-		if (isUp()) {
-			return "up";
+		if (!this.detector.isUp()) {
+			return "down: " + this.detector.lastError();
 		}
-		String error = this.detector.isUp() ? this.tune.said().error() : this.detector.lastError();
-		return "down: " + error;
+		String error = this.tune.said().error(); // read once: another detector may say Redis is back meanwhile
+		return (error != null) ? "down: " + error : "up";
 	}
 
 	@Override

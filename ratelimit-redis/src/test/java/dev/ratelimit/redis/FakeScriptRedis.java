@@ -20,9 +20,11 @@ import io.lettuce.core.api.async.RedisAsyncCommands;
  */
 final class FakeScriptRedis {
 
-	private final List<String[]> arguments = new CopyOnWriteArrayList<>();
+	/** One call of the script: its arguments and its reply, kept together (a test reads them while calls come). */
+	private record Called(String[] arguments, CompletableFuture<List<Object>> reply) {
+	}
 
-	private final List<CompletableFuture<List<Object>>> replies = new CopyOnWriteArrayList<>();
+	private final List<Called> calls = new CopyOnWriteArrayList<>();
 
 	/** A reply with {@code code} and zeros. */
 	static List<Object> reply(long code) {
@@ -32,9 +34,9 @@ final class FakeScriptRedis {
 	/** The replies to the calls in {@code mode}, in the order they were made. */
 	List<CompletableFuture<List<Object>>> of(BucketScript.Mode mode) {
 		List<CompletableFuture<List<Object>>> found = new ArrayList<>();
-		for (int i = 0; i < this.arguments.size(); i++) {
-			if (this.arguments.get(i)[6].equals(mode.argument)) {
-				found.add(this.replies.get(i));
+		for (Called call : this.calls) {
+			if (call.arguments()[6].equals(mode.argument)) {
+				found.add(call.reply());
 			}
 		}
 		return found;
@@ -42,7 +44,7 @@ final class FakeScriptRedis {
 
 	/** The arguments of the calls in {@code mode}, in the order they were made. */
 	List<String[]> arguments(BucketScript.Mode mode) {
-		return this.arguments.stream().filter((a) -> a[6].equals(mode.argument)).toList();
+		return this.calls.stream().map(Called::arguments).filter((a) -> a[6].equals(mode.argument)).toList();
 	}
 
 	/**
@@ -67,8 +69,7 @@ final class FakeScriptRedis {
 					if (method.getName().equals("evalsha")) {
 						String[] called = (String[]) args[3];
 						CompletableFuture<List<Object>> reply = new CompletableFuture<>();
-						this.arguments.add(called);
-						this.replies.add(reply);
+						this.calls.add(new Called(called, reply));
 						String mode = called[6];
 						if (!mode.equals(BucketScript.Mode.TUNE.argument) && !mode.equals(BucketScript.Mode.ACQUIRE.argument)
 								&& !mode.equals(BucketScript.Mode.PEEK.argument)
