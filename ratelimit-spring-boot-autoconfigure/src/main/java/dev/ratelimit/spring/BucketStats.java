@@ -67,9 +67,13 @@ public final class BucketStats implements StatsRecorder {
 		this.allShadow = allShadow;
 	}
 
+	/**
+	 * Counts a grant, timed as a wait in {@code ratelimit.wait} when it waited, except in shadow mode
+	 * (contract: a shadow bucket never holds a call back, and its wait timer is not recorded).
+	 */
 	@Override
 	public void recordGranted(long waitedNanos) {
-		this.counts.recordGranted(waitedNanos);
+		this.counts.recordGranted(isShadow() ? 0 : waitedNanos);
 	}
 
 	/**
