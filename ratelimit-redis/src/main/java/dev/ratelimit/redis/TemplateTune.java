@@ -368,18 +368,14 @@ final class TemplateTune {
 
 	/** Times a read that ended: {@code ok}, {@code timeout} (timed as the timeout) or {@code error}. */
 	private void meter(@Nullable Throwable failure, long nanos) {
-		FailureDetector detector = this.meter;
-		if (detector == null) {
-			return;
-		}
 		if (failure == null) {
-			detector.recordCall(BackendHealth.Outcome.OK, Math.max(nanos, 0));
+			timed(BackendHealth.Outcome.OK, Math.max(nanos, 0));
 		}
 		else if (unwrap(failure) instanceof TimeoutException) {
-			detector.recordCall(BackendHealth.Outcome.TIMEOUT, this.timeoutNanos);
+			timed(BackendHealth.Outcome.TIMEOUT, this.timeoutNanos);
 		}
 		else {
-			detector.recordCall(BackendHealth.Outcome.ERROR, Math.max(nanos, 0));
+			timed(BackendHealth.Outcome.ERROR, Math.max(nanos, 0));
 		}
 	}
 
