@@ -23,6 +23,12 @@ import org.jspecify.annotations.Nullable;
  * either handed out once or given back once (R1). Tokens once covered stay covered: a limiter never
  * takes back what it made available to an earlier claim, so {@code READY} needs no re-check (R2).
  * A claim counts in {@code waiting} from its creation until it leaves {@code PENDING | READY} (R3).
+ * A granted claim records the time from its creation to its permit as its wait when, and only when,
+ * it had to wait for tokens: its limiter found it not covered when it was made, or a poll was told to
+ * wait for time or for releases. A claim covered when it was made records no wait however late its
+ * permit is taken (the caller's own delay is not a wait for tokens), nor does a claim that only waited
+ * for a remote limiter's answer that its tokens were there (a round trip is not a wait either) (R4;
+ * checked by {@code ReservationWaitTests}, and for Redis by {@code RedisTokenBucketTests}).
  */
 public abstract class AbstractReservation implements Reservation {
 
@@ -89,6 +95,9 @@ public abstract class AbstractReservation implements Reservation {
 
 	/** What {@link #wake()} runs for a caller that waits without a thread, set by {@link #onWake}. */
 	private volatile @Nullable Runnable wakeAction;
+
+	/** Whether the claim had to wait for tokens (R4): set once, never cleared. */
+	private volatile boolean waitedForTokens;
 
 	/** Accessed through {@link #STATE}. */
 	@SuppressWarnings("unused")
@@ -169,6 +178,15 @@ public abstract class AbstractReservation implements Reservation {
 	protected abstract Permit grantedPermit();
 
 	/**
+	 * Tells the claim that its limiter did not find it covered when it was made, so that its permit
+	 * records the time it waited even when its first {@link #poll()} finds it covered (R4). Called by
+	 * the limiter before the claim is published.
+	 */
+	protected final void notCoveredWhenMade() {
+		this.waitedForTokens = true;
+	}
+
+	/**
 	 * The tokens this claim holds.
 	 *
 	 * @return the tokens claimed
@@ -188,6 +206,9 @@ public abstract class AbstractReservation implements Reservation {
 		}
 		long now = this.clock.getAsLong();
 		long delay = delayNanos(now);
+		if (delay != 0 && delay != AWAITING_ANSWER && !this.waitedForTokens) {
+			this.waitedForTokens = true; // told to wait for time or releases (R4)
+		}
 		if (delay == 0) {
 			STATE.compareAndSet(this, PENDING, READY);
 			return pollAgainIfCancelled();
@@ -238,7 +259,7 @@ public abstract class AbstractReservation implements Reservation {
 			});
 		}
 		this.waiting.decrementAndGet();
-		this.stats.recordGranted(elapsedSinceStart(this.clock.getAsLong()));
+		this.stats.recordGranted(this.waitedForTokens ? elapsedSinceStart(this.clock.getAsLong()) : 0);
 		return grantedPermit();
 	}
 

@@ -289,6 +289,9 @@ public final class HybridRateLimiter implements RateLimiter {
 			if (wait <= budget) {
 				Claim claim = new Claim(ticket, n, maxWait, now2);
 				claim.coveredAtOnce = (wait == 0);
+				if (!claim.coveredAtOnce) {
+					claim.notCoveredWhenMade();
+				}
 				if (wait > 0) {
 					this.sleepers.add(claim);
 				}

@@ -36,7 +36,9 @@ public interface Reservation {
 	long poll();
 
 	/**
-	 * Turns a ready claim into a permit; counted as a granted call, with the time it waited.
+	 * Turns a ready claim into a permit; counted as a granted call, with the time it waited for tokens:
+	 * the time since the claim when the limiter did not find its tokens there, {@code 0} when it did
+	 * (however late the permit is taken).
 	 *
 	 * @return the permit
 	 * @throws IllegalStateException when the claim is not ready, was cancelled, or its permit was

@@ -534,6 +534,9 @@ public final class SharedTokenBucket implements RateLimiter {
 			if (wait <= budget) {
 				Claim claim = new Claim(ticket, n, maxWait, now);
 				claim.coveredAtOnce = (wait == 0 && capMissing(this.ceil, s, ticket) == 0);
+				if (!claim.coveredAtOnce) {
+					claim.notCoveredWhenMade();
+				}
 				this.sleepers.add(claim); // (also counts its tokens as claimed, not in flight, until granted)
 				return claim;
 			}

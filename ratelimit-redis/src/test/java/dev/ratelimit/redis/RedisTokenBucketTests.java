@@ -70,6 +70,54 @@ class RedisTokenBucketTests {
 			.isGreaterThanOrEqualTo(Duration.ofMillis(1499).minus(elapsed));
 	}
 
+	/**
+	 * The round trip to Redis is not a wait for tokens: only a call that Redis told to wait records its
+	 * wait (before, every granted call recorded the time to its answer, so the {@code ratelimit.wait} timer
+	 * of a Redis bucket counted every call).
+	 */
+	@Test
+	void onlyACallThatRedisToldToWaitRecordsAWait() throws InterruptedException {
+		List<Long> waits = new java.util.concurrent.CopyOnWriteArrayList<>();
+		StatsRecorder counts = StatsRecorder.concurrent();
+		StatsRecorder recorder = new StatsRecorder() {
+
+			@Override
+			public void recordGranted(long waitedNanos) {
+				waits.add(waitedNanos);
+				counts.recordGranted(waitedNanos);
+			}
+
+			@Override
+			public void recordRejected() {
+				counts.recordRejected();
+			}
+
+			@Override
+			public long granted() {
+				return counts.granted();
+			}
+
+			@Override
+			public long rejected() {
+				return counts.rejected();
+			}
+		};
+		RedisTokenBucket bucket = RedisTokenBucket.builder().name("waits").connectionFactory(client())
+			.rate(2, Duration.ofSeconds(1)).limit(2).stats(recorder).build();
+		bucket.acquire(1, Duration.ofSeconds(1)).close();
+		dev.ratelimit.core.Reservation reservation = bucket.reserve(1, Duration.ofSeconds(1));
+		Awaitility.await().atMost(Duration.ofSeconds(5)).until(() -> reservation.poll() == 0);
+		reservation.permit().close();
+		assertThat(waits).containsExactly(0L, 0L);
+		while (bucket.tryAcquire(1)) {
+			// empty it: less than a token is left
+		}
+		waits.clear();
+		bucket.acquire(2, Duration.ofSeconds(2)).close(); // more than 500 ms to wait at 2 per second
+		assertThat(waits).hasSize(1);
+		assertThat(waits.get(0)).isGreaterThan(Duration.ofMillis(400).toNanos());
+	}
+
 	@Test
 	void aCallerWaitsLocallyForTheTimeRedisComputedInOneRoundTrip() throws InterruptedException {
 		RedisTokenBucket bucket = bucket("wait", 50, 1).build();

@@ -20,8 +20,10 @@ import org.jspecify.annotations.Nullable;
  * of the claims' waits), and a claim that is refused while waiting (a capped bucket whose releases did not
  * come within its max-wait) cancels the others. {@link #poll()} asks to be polled again at the soonest of
  * the claims' next looks, not the longest: a claim that waits for releases must look again by its own
- * deadline, however long another claim of the call still waits for time. As a
- * {@link Permit}, closing it closes every bucket's permit (capped buckets are released together).
+ * deadline, however long another claim of the call still waits for time. A bucket whose claim found
+ * its tokens there records no wait in {@code ratelimit.wait}, though the call waited for another: a
+ * bucket's timer shows the calls that waited for its own tokens. As a {@link Permit}, closing it closes
+ * every bucket's permit (capped buckets are released together).
  * {@link #complete} evaluates {@code refundIf} and {@code settle} once, when the call completed.
  *
  * <p>Buckets in shadow mode were decided when the call was claimed (they never hold it back); their
