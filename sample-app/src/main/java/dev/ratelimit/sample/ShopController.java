@@ -6,6 +6,9 @@ import java.util.concurrent.CompletableFuture;
 
 import dev.ratelimit.annotation.RateLimited;
 
+import org.springframework.http.HttpStatus;
+import org.springframework.http.ProblemDetail;
+import org.springframework.web.bind.annotation.ExceptionHandler;
 import org.springframework.web.bind.annotation.GetMapping;
 import org.springframework.web.bind.annotation.PathVariable;
 import org.springframework.web.bind.annotation.PostMapping;
@@ -15,7 +18,10 @@ import org.springframework.web.bind.annotation.RestController;
 
 /**
  * The shop's HTTP API. {@code /api/quote} is guarded directly by the {@code public-api} bucket with no
- * waiting: callers that press too hard get HTTP 429 with a {@code Retry-After} header.
+ * waiting: callers that press too hard get HTTP 429 with a {@code Retry-After} header. A request that
+ * could never be granted (a batch larger than the capped {@code db-writes} bucket's limit) is the
+ * client's mistake, not a server error and not a 429 to retry: it gets HTTP 400 with the bucket's
+ * message.
  */
 @RestController
 public class ShopController {
@@ -60,6 +66,15 @@ public class ShopController {
 	@PostMapping("/orders/batch")
 	public Map<String, Object> orders(@RequestBody List<String> items) {
 		return Map.of("written", this.orders.writeAll(items));
+	}
+
+	/**
+	 * A cost the bucket can never grant (or a key that is {@code null}): 400, naming the bucket and what
+	 * it accepts, where it would otherwise be a 500.
+	 */
+	@ExceptionHandler(IllegalArgumentException.class)
+	ProblemDetail cannotBeGranted(IllegalArgumentException ex) {
+		return ProblemDetail.forStatusAndDetail(HttpStatus.BAD_REQUEST, ex.getMessage());
 	}
 
 	@GetMapping("/orders/count")

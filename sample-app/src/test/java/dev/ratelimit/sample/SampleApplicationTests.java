@@ -49,6 +49,18 @@ class SampleApplicationTests {
 		return JSON.readTree(response.body());
 	}
 
+	/** Before: HTTP 500 (the bucket's IllegalArgumentException) for a batch of 11 on a limit of 10. */
+	@Test
+	void aBatchLargerThanTheCappedLimitIsABadRequestNamingTheBucket() throws Exception {
+		long before = json("GET", "/actuator/ratelimits/db-writes").get("granted").asLong();
+		HttpResponse<String> response = send("POST", "/orders/batch",
+				"[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\"]");
+		assertThat(response.statusCode()).isEqualTo(400);
+		assertThat(JSON.readTree(response.body()).get("detail").asString()).contains("db-writes")
+			.contains("at most the limit (10)");
+		assertThat(json("GET", "/actuator/ratelimits/db-writes").get("granted").asLong()).isEqualTo(before);
+	}
+
 	@Test
 	void writesAreLimitedToTheConfiguredRate() throws Exception {
 		long before = json("GET", "/actuator/ratelimits/db-writes").get("granted").asLong();
