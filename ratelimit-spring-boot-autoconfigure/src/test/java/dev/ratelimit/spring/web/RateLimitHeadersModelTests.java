@@ -40,7 +40,9 @@ import org.springframework.mock.web.MockHttpServletResponse;
  * buckets (plain, keyed by a header, keyed by a SpEL expression that may give {@code null}, one
  * bucket named by two rules, one in shadow mode, one with a rate that is not a whole number of tokens
  * per second), costs from 0 to 3, every bucket with {@code max-wait: 0}; for each of
- * {@code headers: ietf}, {@code retry-after} and {@code none}.
+ * {@code headers: ietf}, {@code retry-after} and {@code none}. The header-keyed bucket has room for
+ * every key in one configuration, and for two and for one key in the others ({@code keys.max}), so
+ * that keys share its overflow bucket.
  *
  * <p>What the reference says:
  * <ul>
@@ -50,6 +52,11 @@ import org.springframework.mock.web.MockHttpServletResponse;
  * rounded up) is the longest, which alone counts it as rejected. A bucket in shadow mode never refuses
  * (it takes its tokens when they are there, else counts shadow-rejected). A request that matches no
  * rule is not limited.</li>
+ * <li>A key takes from its own bucket while it has one that is not full; a key without one gets a new,
+ * full one when fewer than {@code keys.max} keys have a bucket that is not full (a full one is
+ * indistinguishable from a new one, and is dropped to make room), otherwise it takes from the
+ * template's one overflow bucket, and the call counts in {@code ratelimit.keys.overflow}. The fields of
+ * a request that took from (or was refused by) the overflow bucket are the overflow bucket's.</li>
  * <li>A refusal is a 429 with an {@code application/problem+json} body whose {@code bucket} is the named
  * bucket, and {@code Retry-After} the wait in whole seconds rounded up, at least 1, unless
  * {@code headers: none}. Only with {@code headers: ietf} does the body carry {@code violated-policies},
@@ -175,7 +182,15 @@ class RateLimitHeadersModelTests {
 				costs[i] = random.nextInt(4);
 			}
 			costs[0] = 1 + random.nextInt(2);
+			if (number > 0) {
+				costs[1] = 1 + random.nextInt(3); // keys.max below the keys sent: keys that take make them busy
+			}
 			return new Config(number, mode, buckets, costs);
+		}
+
+		/** {@code keys.max} of a keyed bucket, {@code 0} for the default (room for every key here). */
+		long keysMax(String bucket) {
+			return bucket.equals("per") ? new long[] { 0, 2, 1 }[this.number] : 0;
 		}
 
 		String[] properties() {
@@ -189,6 +204,9 @@ class RateLimitHeadersModelTests {
 				properties.add(prefix + "max-wait=0");
 				if (name.equals("shadowed")) {
 					properties.add(prefix + "mode=shadow");
+				}
+				if (keysMax(name) > 0) {
+					properties.add(prefix + "keys.max=" + keysMax(name));
 				}
 			});
 			for (int i = 0; i < RULES.length; i++) {
@@ -224,7 +242,8 @@ class RateLimitHeadersModelTests {
 				.append('/')
 				.append(b[1])
 				.append("s limit=")
-				.append(b[2]));
+				.append(b[2])
+				.append((keysMax(name) > 0) ? " keys.max=" + keysMax(name) : ""));
 			s.append("; rule costs");
 			for (long cost : this.costs) {
 				s.append(' ').append(cost);
@@ -282,6 +301,11 @@ class RateLimitHeadersModelTests {
 
 		private final Map<String, Map<String, RefBucket>> keyed = new LinkedHashMap<>();
 
+		/** Each keyed bucket's overflow bucket, and the calls that went to it. */
+		private final Map<String, RefBucket> overflow = new LinkedHashMap<>();
+
+		private final Map<String, long[]> overflowCalls = new HashMap<>();
+
 		/** granted, rejected, shadow-rejected, by bucket. */
 		private final Map<String, long[]> counts = new HashMap<>();
 
@@ -306,6 +330,8 @@ class RateLimitHeadersModelTests {
 				}
 				for (String name : KEYED) {
 					this.keyed.put(name, new LinkedHashMap<>());
+					this.overflow.put(name, this.config.ref(name, now));
+					this.overflowCalls.put(name, new long[] { this.registry.get(name).keyed().overflowCalls() });
 				}
 				log("start, a day later: every bucket full");
 				check();
@@ -389,9 +415,7 @@ class RateLimitHeadersModelTests {
 					if (rule[3] != null) {
 						key = rule[3].startsWith("header:") ? Objects.toString(header, "") : Objects.toString(param, "");
 					}
-					RefBucket ref = (key != null)
-							? this.keyed.get(rule[2]).computeIfAbsent(key, (k) -> this.config.ref(rule[2], this.clock.get()))
-							: this.plain.get(rule[2]);
+					RefBucket ref = (key != null) ? keyRef(rule[2], key) : this.plain.get(rule[2]);
 					parts.add(new Part(i, rule[2], key, this.config.costs[i], ref));
 				}
 			}
@@ -444,6 +468,34 @@ class RateLimitHeadersModelTests {
 				}
 			}
 			granted(what, parts, response);
+		}
+
+		/**
+		 * The bucket a key takes from: its own while it has one that is not full, else a new one when fewer
+		 * than {@code keys.max} keys have one that is not full, else the overflow bucket.
+		 */
+		private RefBucket keyRef(String bucket, String key) {
+			long now = this.clock.get();
+			Map<String, RefBucket> keys = this.keyed.get(bucket);
+			RefBucket own = keys.get(key);
+			if (own != null) {
+				return own;
+			}
+			long max = this.config.keysMax(bucket);
+			if (max > 0) {
+				keys.values().removeIf((ref) -> {
+					ref.advance(now);
+					return ref.full(); // the same as a new one: dropped when room is needed
+				});
+				if (keys.size() >= max) {
+					this.overflowCalls.get(bucket)[0]++;
+					count("key in the overflow bucket");
+					return this.overflow.get(bucket);
+				}
+			}
+			RefBucket fresh = this.config.ref(bucket, now);
+			keys.put(key, fresh);
+			return fresh;
 		}
 
 		private void granted(String what, List<Part> parts, MockHttpServletResponse response) {
@@ -604,6 +656,11 @@ class RateLimitHeadersModelTests {
 					}
 					checkLevels(name + "[" + key + "]", limiter.snapshot(), ref);
 				});
+				RefBucket overflowRef = this.overflow.get(name);
+				overflowRef.advance(now);
+				// a key that never had a bucket reads the overflow bucket
+				checkLevels(name + " (overflow)", bucket.keyed().bucketOf("\u0000no such key").snapshot(), overflowRef);
+				equal(name + ": ratelimit.keys.overflow", bucket.keyed().overflowCalls(), this.overflowCalls.get(name)[0]);
 			}
 		}
 
@@ -625,6 +682,12 @@ class RateLimitHeadersModelTests {
 				ref.advance(now);
 				state.append(' ').append(name).append("['").append(key).append("']=").append(ref);
 			}));
+			this.overflow.forEach((name, ref) -> {
+				ref.advance(now);
+				if (!ref.full()) {
+					state.append(' ').append(name).append("(overflow)=").append(ref);
+				}
+			});
 			this.trace.add(String.format("t=%d ", now) + String.format(format, args) + "    [reference after:" + state + "]");
 		}
 
