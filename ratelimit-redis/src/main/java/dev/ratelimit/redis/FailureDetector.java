@@ -344,6 +344,18 @@ final class FailureDetector {
 		}
 
 		/**
+		 * The call timed out and its caller went ahead anyway (its failure policy let it through): a grant
+		 * that comes late stays in Redis, which then counts the call that ran, instead of being given back.
+		 * Without it, a call decided locally while Redis was slow would be counted by the local bucket only,
+		 * and Redis would grant its tokens again to the next callers of this instance.
+		 *
+		 * @return {@code false} when the late reply came first and was given back already
+		 */
+		boolean keepWhenLate() {
+			return this.decided.compareAndSet(false, true);
+		}
+
+		/**
 		 * The caller will not use this call's answer, whenever it comes (its claim was cancelled): a grant
 		 * is given back, exactly once, now or when the reply comes.
 		 */

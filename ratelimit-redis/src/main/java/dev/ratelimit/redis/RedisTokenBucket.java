@@ -315,6 +315,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				case DENY -> false;
 				case LOCAL -> fallback().tryAcquire(n);
 			};
+			if (granted && call != null && this.onFailure == OnFailure.LOCAL && !s.capped()) {
+				call.keepWhenLate(); // a late grant counts this call in Redis (capped: its lease is given back)
+			}
 			record(granted);
 			return granted;
 		}
@@ -939,6 +942,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 		@Override
 		protected synchronized Permit grantedPermit() {
+			if (this.phase == LOCAL && this.call != null && !RedisTokenBucket.this.tune.configured().capped()) {
+				// let through by the local bucket after its call timed out: a late grant counts it in Redis
+				this.call.keepWhenLate();
+			}
 			if (this.phase == LOCAL) {
 				return this.local.permit();
 			}

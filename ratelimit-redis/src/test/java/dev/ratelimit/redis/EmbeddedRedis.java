@@ -70,9 +70,17 @@ final class EmbeddedRedis implements AutoCloseable, AfterAllCallback {
 
 	/** A client of its own: a separate connection, as another instance of the application has. */
 	LettuceConnectionFactory connectionFactory() {
+		return connectionFactory(Duration.ofMillis(500));
+	}
+
+	/**
+	 * A client of its own whose commands Lettuce gives up on after {@code commandTimeout} (Spring Boot's
+	 * default is a minute: a reply that comes after the bucket's own timeout still reaches the bucket).
+	 */
+	LettuceConnectionFactory connectionFactory(Duration commandTimeout) {
 		LettuceConnectionFactory factory = new LettuceConnectionFactory(
 				new RedisStandaloneConfiguration("127.0.0.1", this.port),
-				LettuceClientConfiguration.builder().commandTimeout(Duration.ofMillis(500)).build());
+				LettuceClientConfiguration.builder().commandTimeout(commandTimeout).build());
 		factory.afterPropertiesSet();
 		factory.start();
 		this.factories.add(factory);

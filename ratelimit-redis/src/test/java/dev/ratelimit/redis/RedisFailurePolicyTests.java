@@ -3,6 +3,8 @@ package dev.ratelimit.redis;
 import java.time.Duration;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import io.lettuce.core.ScriptOutputType;
+import io.lettuce.core.api.sync.RedisCommands;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -168,6 +170,41 @@ class RedisFailurePolicyTests {
 			assertThatThrownBy(() -> deny.acquire(1, Duration.ofMillis(50)).close())
 				.isInstanceOf(RateLimitExceededException.class);
 		}
+	}
+
+	/**
+	 * Redis busy for a second (a script that runs that long): the calls sent meanwhile time out and the
+	 * local bucket lets the limit's worth through; Redis runs them when it is free again and grants them
+	 * too. Before, those late grants were given back to Redis, which then granted this instance the limit
+	 * again: 6 calls within about a second and a half at 1 per second, limit 3. Now the late grants stay
+	 * in Redis: the instance stays within {@code limit + rate * elapsed}.
+	 */
+	@Test
+	void aRedisThatAnswersLateDoesNotLetOneInstanceTakeTheLimitTwice() throws Exception {
+		RedisTokenBucket bucket = RedisTokenBucket.builder().name("policy-late")
+			.connectionFactory(this.redis.connectionFactory(Duration.ofSeconds(30)))
+			.rate(1, Duration.ofSeconds(1)).limit(3).timeout(Duration.ofMillis(50)).build(); // the default: local
+		assertThat(bucket.snapshot().available()).isEqualTo(3); // connected, the script loaded
+		RedisCommands<String, String> admin = this.redis.admin();
+		admin.ping(); // connected
+		String busy = "local t0 = redis.call('TIME') local now repeat now = redis.call('TIME') "
+				+ "until (now[1] - t0[1]) * 1000000 + (now[2] - t0[2]) >= 1000000 return 1";
+		Thread stall = new Thread(() -> admin.eval(busy, ScriptOutputType.INTEGER));
+		long start = System.nanoTime();
+		stall.start();
+		Thread.sleep(50); // the script runs
+		int granted = 0;
+		long end = start + Duration.ofMillis(2500).toNanos();
+		while (System.nanoTime() - end < 0) {
+			if (bucket.tryAcquire(1)) {
+				granted++;
+			}
+			Thread.sleep(5);
+		}
+		double elapsed = (System.nanoTime() - start) / 1e9;
+		stall.join();
+		assertThat((double) granted).as("granted in %.2f s at 1 per second, limit 3", elapsed)
+			.isLessThanOrEqualTo(3 + elapsed);
 	}
 
 	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {

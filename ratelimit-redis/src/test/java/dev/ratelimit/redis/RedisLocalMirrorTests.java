@@ -88,6 +88,48 @@ class RedisLocalMirrorTests {
 		assertThat(refused).as("a reserved call Redis does not answer is refused by the mirror").isTrue();
 	}
 
+	/**
+	 * The other order: calls Redis answers late are let through by the local bucket, then Redis, which ran
+	 * them late, grants them too. Before, those late grants were given back to Redis (as for a call nobody
+	 * took), so Redis went on from a full bucket and granted this instance the limit again at once: 3
+	 * through the local bucket and 3 more through Redis at the same instant, limit 3.
+	 */
+	@Test
+	void aLateGrantOfACallTheLocalBucketLetThroughStaysInRedis() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).as("unanswered call %d, let through by the local bucket", i).isTrue();
+		}
+		for (CompletableFuture<List<Object>> late : this.redis.of(BucketScript.Mode.ACQUIRE)) {
+			late.complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED)); // Redis ran them, late
+		}
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("refunds of the late grants").isEmpty();
+		// the reserve path alike: a claim the local bucket let through keeps its late grant in Redis
+		bucket.refund(1); // one token back in the local bucket (and a refund to Redis: the caller's own)
+		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
+		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+		while (claim.poll() != 0 && System.nanoTime() - deadline < 0) {
+			Thread.onSpinWait();
+		}
+		claim.permit().close();
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(3).complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED));
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("refunds: the caller's own only").hasSize(1);
+	}
+
+	/** A late grant of a call that was refused (the local bucket had nothing left) is still given back. */
+	@Test
+	void aLateGrantOfACallTheLocalBucketRefusedIsGivenBack() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			CompletableFuture<Void> answer = grant(i);
+			assertThat(bucket.tryAcquire(1)).isTrue();
+			answer.join();
+		}
+		assertThat(bucket.tryAcquire(1)).as("unanswered, the local bucket empty").isFalse();
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(3).complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED));
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("the late grant given back").hasSize(1);
+	}
+
 	@Test
 	void aRefundGivesTheMirrorItsTokensBack() {
 		RedisTokenBucket bucket = bucket();
