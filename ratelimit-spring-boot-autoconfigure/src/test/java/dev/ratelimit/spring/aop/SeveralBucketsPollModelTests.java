@@ -1392,10 +1392,22 @@ class SeveralBucketsPollModelTests {
 
 		private long sequence;
 
+		private long ran;
+
 		private boolean shutdown;
 
 		ManualTimer(AtomicLong clock) {
 			this.clock = clock;
+		}
+
+		/** Tasks waiting to run (cancelled ones included until their time comes). */
+		int queued() {
+			return this.tasks.size();
+		}
+
+		/** Tasks run so far. */
+		long ran() {
+			return this.ran;
 		}
 
 		/** Runs every task due by {@code until}, each at its due time; then the clock is at {@code until}. */
@@ -1414,6 +1426,7 @@ class SeveralBucketsPollModelTests {
 					this.clock.set(task.due);
 				}
 				task.done = true;
+				this.ran++;
 				task.runnable.run();
 				if (++ran > MOST_POLLS) {
 					throw new AssertionError("more than " + MOST_POLLS + " polls before " + until + ": a runaway");
