@@ -195,6 +195,17 @@ public abstract class AbstractReservation implements Reservation {
 		return this.tokens;
 	}
 
+	/**
+	 * {@inheritDoc}
+	 *
+	 * <p>Max-wait bounds the wait the limiter asks for, not the lateness of the poll: a claim is refused
+	 * when its tokens cannot be there within its max-wait (at the claim, or at a poll that finds them
+	 * later than that, e.g. releases that did not come); a claim whose tokens are there is granted at the
+	 * first poll that sees them, even when that poll itself comes after the deadline (a timer or a thread
+	 * that ran late, a JVM pause, a machine out of CPU). Refusing it then would have the caller sleep
+	 * through its budget and then fail, which the contract rules out, and a later grant never lets more
+	 * through than the rate; the time it waited, late part included, is what its permit records.
+	 */
 	@Override
 	public long poll() {
 		int s = (int) STATE.getAcquire(this);

@@ -829,6 +829,61 @@ class SharedTokenBucketTests {
 		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(1).toNanos());
 	}
 
+	/**
+	 * W1. Found by the sample app under overload (wrk, 32 connections on an asynchronous method of a
+	 * bucket at 5 per second with max-wait 2 s): every refusal woke every waiter, so the starter's one
+	 * timer thread ran ~15,000 polls a second for ~1,000 refusals and fell behind; 49 of 91 waiters were
+	 * granted after their max-wait, the last 0.7 s after. A refused claim is the last in line: it moves
+	 * nobody up, and must wake nobody.
+	 */
+	@Test
+	void aRefusalWakesNoWaiter() throws InterruptedException {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		int[] woken = new int[3];
+		Reservation[] waiters = new Reservation[3];
+		for (int i = 0; i < waiters.length; i++) {
+			waiters[i] = bucket.reserve(2, Duration.ofMillis(10));
+			int which = i;
+			waiters[i].onWake(() -> woken[which]++);
+		}
+		for (int i = 0; i < 100; i++) {
+			assertThatThrownBy(() -> bucket.reserve(1, Duration.ofMillis(6))).isInstanceOf(RateLimitExceededException.class);
+			assertThatThrownBy(() -> bucket.acquire(1, Duration.ZERO)).isInstanceOf(RateLimitExceededException.class);
+			assertThat(bucket.tryAcquire(1)).isFalse();
+		}
+		assertThat(woken).containsExactly(0, 0, 0);
+		// and nobody lost or gained anything: the waiters are covered when they were due
+		assertThat(waiters[0].poll()).isEqualTo(Duration.ofMillis(2).toNanos());
+		assertThat(waiters[2].poll()).isEqualTo(Duration.ofMillis(6).toNanos());
+		this.clock.advance(Duration.ofMillis(6));
+		for (Reservation waiter : waiters) {
+			assertThat(waiter.poll()).isZero();
+			waiter.permit().close();
+		}
+		assertThat(bucket.snapshot().available()).isZero();
+	}
+
+	/** W1: a waiter that gives up wakes the claims behind it, once each, and none ahead of it. */
+	@Test
+	void aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt() {
+		SharedTokenBucket bucket = perMillisecond().limit(10).initial(0).build();
+		int[] woken = new int[4];
+		Reservation[] waiters = new Reservation[4];
+		for (int i = 0; i < waiters.length; i++) {
+			waiters[i] = bucket.reserve(2, Duration.ofMillis(10));
+			int which = i;
+			waiters[i].onWake(() -> woken[which]++);
+		}
+		waiters[3].cancel(); // the last in line: nobody moves
+		assertThat(woken).containsExactly(0, 0, 0, 0);
+		waiters[1].cancel(); // a hole: the third moves up
+		assertThat(woken).containsExactly(0, 0, 1, 0);
+		assertThat(waiters[2].poll()).isEqualTo(Duration.ofMillis(4).toNanos());
+		// a release or a retune may move anyone: every waiter is told
+		bucket.updateRate(2, Duration.ofMillis(1));
+		assertThat(woken).containsExactly(1, 0, 2, 0);
+	}
+
 	private static RateLimitExceededException catchRefusal(ThrowingCall call) {
 		try {
 			call.run();

@@ -4,6 +4,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.UnaryOperator;
 
@@ -20,6 +21,19 @@ import org.jspecify.annotations.Nullable;
  * polls the reservation and the method runs on {@link RateLimitExecutors}' runner once they are there. The tokens are released
  * when the stage the method returned completes; cancelling the returned future before the method ran
  * gives them back.
+ *
+ * <p>The timer is one thread for every waiting call, so it does as little as it can: a claim's wake-ups
+ * (a caller ahead gave up, a release, a retune) are coalesced, at most one poll round per claim waits on
+ * the timer at a time, however many wake-ups come meanwhile (the round polls after the last of them, so
+ * it sees every change they announced). Otherwise a burst of wake-ups queues a poll per wake-up per
+ * waiting claim, the timer falls behind, and every waiting call is granted as late as it is behind.
+ *
+ * <p>Max-wait bounds the wait the limiter asks for: a claim is accepted only when its tokens are due
+ * within it (else it is refused at once), and it is granted at the first poll that finds them there.
+ * A poll that runs late (a timer or a JVM held up, a machine out of CPU) still grants: refusing then
+ * would make the caller sleep through its budget and then fail, which the contract rules out, and a
+ * later grant never lets more through than the rate. {@code ratelimit.wait} records the real wait, late
+ * part included, so a late timer shows there.
  */
 final class AsyncInvocations {
 
@@ -47,13 +61,19 @@ final class AsyncInvocations {
 			}
 		});
 		// a caller ahead that gives up (or a release, a retune) wakes the reservation: poll again at once
-		// instead of waiting out a stale delay; polls scheduled before the wake-up then do nothing
+		// instead of waiting out a stale delay; polls scheduled before the wake-up then do nothing. While a
+		// wake-up's round has not started, later wake-ups add nothing: it polls after them (see the class notes)
 		AtomicLong round = new AtomicLong();
+		AtomicBoolean wakePending = new AtomicBoolean();
 		reservation.onWake(() -> {
+			if (wakePending.getAndSet(true)) {
+				return;
+			}
 			long next = round.incrementAndGet();
-			executors.timer()
-				.execute(() -> poll(plan, executors, reservation, invocation, result, false, round, next, context,
-						observe));
+			executors.timer().execute(() -> {
+				wakePending.set(false);
+				poll(plan, executors, reservation, invocation, result, false, round, next, context, observe);
+			});
 		});
 		poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe);
 		return result;

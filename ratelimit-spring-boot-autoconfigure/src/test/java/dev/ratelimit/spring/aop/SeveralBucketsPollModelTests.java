@@ -1394,10 +1394,22 @@ class SeveralBucketsPollModelTests {
 
 		private long sequence;
 
+		private long ran;
+
 		private boolean shutdown;
 
 		ManualTimer(AtomicLong clock) {
 			this.clock = clock;
+		}
+
+		/** Tasks waiting to run (cancelled ones included until their time comes). */
+		int queued() {
+			return this.tasks.size();
+		}
+
+		/** Tasks run so far. */
+		long ran() {
+			return this.ran;
 		}
 
 		/** Runs every task due by {@code until}, each at its due time; then the clock is at {@code until}. */
@@ -1416,6 +1428,7 @@ class SeveralBucketsPollModelTests {
 					this.clock.set(task.due);
 				}
 				task.done = true;
+				this.ran++;
 				task.runnable.run();
 				if (++ran > MOST_POLLS) {
 					throw new AssertionError("more than " + MOST_POLLS + " polls before " + until + ": a runaway");
