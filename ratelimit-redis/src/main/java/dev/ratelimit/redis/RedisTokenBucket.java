@@ -220,7 +220,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt, this.tune.said());
+				} : this.tune::adopt, this.tune.said(), this.keyBucket);
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
@@ -265,17 +265,17 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/**
 	 * Whether the bucket asks Redis (rather than applying its failure policy), for the gauge
 	 * {@code ratelimit.backend.up} and the health contributor: for a bucket used with keys, also whether
-	 * its keys' buckets (and its overflow bucket) on this instance have said Redis was back since one said
-	 * it was not answering. Each of them finds out for itself; the first to switch says so, and the first
-	 * answer any of them hears after that says Redis is back (one Redis answers all of them; on a Redis
-	 * Cluster with the bucket's keys on several nodes, an answer from one node says so while a key on
-	 * another node may still run on the policy).
+	 * none of its keys' buckets (nor its overflow bucket) on this instance runs on the policy. Each of them
+	 * finds out for itself; the first to switch says so, and the last of them to hear Redis again says it is
+	 * back (on a Redis Cluster with the bucket's keys on several nodes, the keys on a node that does not
+	 * answer keep the bucket down while the keys on the other nodes answer; a key's bucket dropped while on
+	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call).
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp() && this.tune.said().error() == null;
+		return this.detector.isUp() && this.detector.sharedError() == null;
 	}
 
 	/**
@@ -288,7 +288,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (!this.detector.isUp()) {
 			return "down: " + this.detector.lastError();
 		}
-		String error = this.tune.said().error(); // read once: another detector may say Redis is back meanwhile
+		String error = this.detector.sharedError(); // read once: another detector may say Redis is back meanwhile
 		return (error != null) ? "down: " + error : "up";
 	}
 

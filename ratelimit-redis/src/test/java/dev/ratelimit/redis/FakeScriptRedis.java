@@ -98,7 +98,7 @@ final class FakeScriptRedis {
 		return future;
 	}
 
-	private static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
+	static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
 		return switch (name) {
 			case "equals" -> proxy == args[0];
 			case "hashCode" -> System.identityHashCode(proxy);
