@@ -12,6 +12,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
@@ -79,7 +80,9 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * that changes nothing. Callers waiting for releases hold a ticket in a queue in Redis and are served
  * in arrival order across instances; the script publishes every release on
  * {@code <key>:woken}, which wakes them to ask again (and they ask at most
- * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed).
+ * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed). A key's bucket is subscribed to its
+ * channel only from its first claim that waits for releases until it is idle (asked before the bucket is
+ * dropped), so an instance holds no subscription for the keys it has seen and dropped.
  *
  * <h2>Retuning</h2>
  * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
@@ -144,6 +147,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	/** Claims waiting for capped tokens to be released, woken by a release anywhere. */
 	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
+
+	/** What a message on the bucket's channel runs: its capped waiters ask again. */
+	private final Runnable wake = this::releasedSomewhere;
+
+	/** A key's capped bucket: whether it is subscribed to its channel now ({@link #subscribeForReleases}). */
+	private final AtomicBoolean subscribed = new AtomicBoolean();
 
 	/**
 	 * The bucket's keys: the state, the retune (the template's, for the overflow bucket), the leases and
@@ -229,8 +238,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// the overflow bucket's and the keys' calls are the bucket's calls: timed in its meters
 			this.detector.addListener(this.tune::timed);
 		}
-		if (own.capped()) {
-			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
+		if (own.capped() && !this.keyBucket) {
+			// the bucket and its overflow bucket live as long as the application: subscribed for good
+			connection.subscribe(BucketScript.channel(this.key), this.wake);
+		}
+	}
+
+	/**
+	 * A key's capped bucket subscribes to its channel when a claim first waits for releases, and
+	 * unsubscribes when it is idle ({@link #isIdle()}, asked before the bucket is dropped): the instance
+	 * holds a subscription (and, through it, a bucket) for the keys that have callers waiting, not for
+	 * every key it has ever seen.
+	 */
+	private void subscribeForReleases() {
+		if (this.keyBucket && this.subscribed.compareAndSet(false, true)) {
+			this.connection.subscribe(BucketScript.channel(this.key), this.wake);
 		}
 	}
 
@@ -460,7 +482,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public boolean isIdle() {
-		return this.waiting.get() == 0 && this.held.get() == 0;
+		boolean idle = this.waiting.get() == 0 && this.held.get() == 0;
+		if (idle && this.subscribed.compareAndSet(true, false)) {
+			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
+			// releases later subscribes again (a release published meanwhile is found by its next ask)
+			this.connection.unsubscribe(BucketScript.channel(this.key), this.wake);
+		}
+		return idle;
 	}
 
 	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */
@@ -858,6 +886,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				this.nextAskNanos = now + this.askIntervalNanos;
 				this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
 						TimeUnit.MILLISECONDS.toNanos(MAX_RELEASE_ASK_MILLIS));
+				subscribeForReleases();
 				RedisTokenBucket.this.releaseWaiters.add(this);
 			}
 			else {
