@@ -3,16 +3,17 @@ package dev.ratelimit.redis;
 import java.time.Duration;
 import java.util.List;
 import java.util.Locale;
+import java.util.Map;
 import java.util.concurrent.CancellationException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.ObjLongConsumer;
@@ -101,6 +102,12 @@ final class FailureDetector {
 	 */
 	private final Said said;
 
+	/**
+	 * Whether this detector's bucket may be dropped without a word (a key's bucket, dropped when idle):
+	 * while down, it counts in {@link #said} only as long as its bucket is asked ({@link Said#FORGET_NANOS}).
+	 */
+	private final boolean droppable;
+
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies) {
 		this(bucket, policy, timeoutNanos, clock, replies, new Said());
@@ -108,7 +115,13 @@ final class FailureDetector {
 
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies, Said said) {
+		this(bucket, policy, timeoutNanos, clock, replies, said, false);
+	}
+
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies, Said said, boolean droppable) {
 		this.said = said;
+		this.droppable = droppable;
 		this.replies = replies;
 		this.bucket = bucket;
 		this.policy = policy;
@@ -144,6 +157,11 @@ final class FailureDetector {
 		boolean probe = false;
 		if (this.down) {
 			long now = this.clock.getAsLong();
+			// still in use while on the policy: a key's bucket that the bucket had forgotten says so again
+			String error = this.lastError;
+			if (this.said.asked(this, (error != null) ? error : "no answer", now)) {
+				sayDown(this.failures.get(), (error != null) ? error : "no answer");
+			}
 			Call out = this.lastProbe;
 			if (out != null) {
 				// a probe whose caller went away (discarded) is settled by nobody else: past its timeout it
@@ -180,13 +198,10 @@ final class FailureDetector {
 		if (this.down) {
 			this.down = false;
 		}
-		// any answer means Redis answers: said once, whichever of the bucket's detectors hears it first (one
-		// whose key's bucket was dropped while on the policy never will)
+		// this detector's Redis answers; the bucket is back once none of its detectors runs on the policy (on a
+		// Redis Cluster, the keys on another node may still not answer): said once, by the last one back
 		if (this.said.error() != null) {
-			String error = this.said.up();
-			if (error != null) {
-				logger.info("Rate limit bucket '" + this.bucket + "' is back on Redis after: " + error);
-			}
+			sayUp(this.said.up(this, this.clock.getAsLong()));
 		}
 		this.lastError = null;
 		record(BackendHealth.Outcome.OK, nanos);
@@ -211,13 +226,38 @@ final class FailureDetector {
 			this.failedProbes = 0;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
-			if (this.said.down(error)) {
-				logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
-						+ this.policy.toLowerCase(Locale.ROOT) + ") after " + f + " failed calls to Redis in a row: "
-						+ error);
+			if (this.said.down(this, error, now)) {
+				sayDown(f, error);
 			}
 		}
 		record(outcome, nanos);
+	}
+
+	private void sayDown(int failures, String error) {
+		logger.warn("Rate limit bucket '" + this.bucket + "' runs on its on-failure policy ("
+				+ this.policy.toLowerCase(Locale.ROOT) + ") after " + failures + " failed calls to Redis in a row: "
+				+ error);
+	}
+
+	private void sayUp(@Nullable String error) {
+		if (error != null) {
+			logger.info("Rate limit bucket '" + this.bucket + "' is back on Redis after: " + error);
+		}
+	}
+
+	/**
+	 * What the bucket's detectors on this instance say together, for the gauge and the health contributor:
+	 * the error said at WARN while any of them runs on the policy (a key's bucket only while it is asked),
+	 * {@code null} when none does.
+	 *
+	 * @return the error, or {@code null}
+	 */
+	@Nullable String sharedError() {
+		if (this.said.error() == null) {
+			return null;
+		}
+		sayUp(this.said.forget(this.clock.getAsLong()));
+		return this.said.error();
 	}
 
 	/**
@@ -467,26 +507,97 @@ final class FailureDetector {
 	/**
 	 * Whether a bucket has said that it runs on its policy (and not yet that it is back), for all the
 	 * detectors of its buckets on this instance: a bucket used with keys has one detector per key, and an
-	 * outage is said once at WARN and once at INFO for the bucket, not once per key. The gauge
-	 * {@code ratelimit.backend.up} and the health contributor read it too.
+	 * outage is said once at WARN and once at INFO for the bucket, not once per key. The bucket runs on its
+	 * policy while any of its detectors does: on a Redis Cluster, the keys on a node that does not answer
+	 * do while the keys on the other nodes answer, and an answer from one node does not say the bucket is
+	 * back. A key's bucket may be dropped while on the policy (when idle, without a word): its detector
+	 * counts only while its bucket is asked, and is forgotten {@link #FORGET_NANOS} after it was last asked
+	 * (asked again, still on the policy, it counts again). The gauge {@code ratelimit.backend.up} and the
+	 * health contributor read it too.
 	 */
 	static final class Said {
 
-		private final AtomicReference<@Nullable String> down = new AtomicReference<>();
+		/**
+		 * How long a key's detector on the policy counts without being asked: twice the longest back-off,
+		 * so a key whose calls go on, and so probe at least every back-off, is never forgotten.
+		 */
+		static final long FORGET_NANOS = 2 * MAX_BACKOFF_NANOS;
 
-		/** Whether this switch to the policy is the one to say (none is said yet). */
-		boolean down(String error) {
-			return this.down.compareAndSet(null, error);
+		/** The detectors on the policy now, with when each was last asked. */
+		private final Map<FailureDetector, Long> down = new ConcurrentHashMap<>();
+
+		/** The error said at WARN, until said back at INFO. */
+		private volatile @Nullable String error;
+
+		/** When {@link #forget} next looks for forgotten detectors. */
+		private volatile long nextForgetNanos;
+
+		/**
+		 * {@code detector} runs on the policy.
+		 *
+		 * @return whether this switch is the one to say (the bucket had said none)
+		 */
+		synchronized boolean down(FailureDetector detector, String error, long now) {
+			this.down.put(detector, now);
+			if (!detector.down) {
+				// it heard Redis meanwhile: its up() may have come before this put
+				this.down.remove(detector);
+				return false;
+			}
+			if (this.error == null) {
+				this.error = error;
+				this.nextForgetNanos = now + FORGET_NANOS;
+				return true;
+			}
+			return false;
 		}
 
-		/** The error the switch said, when this return to Redis is the one to say; {@code null} otherwise. */
-		@Nullable String up() {
-			return this.down.getAndSet(null);
+		/**
+		 * {@code detector}, on the policy, was asked: it counts for {@link #FORGET_NANOS} more.
+		 *
+		 * @return whether this is a switch to say (it had been forgotten, and the bucket said it was back)
+		 */
+		boolean asked(FailureDetector detector, String error, long now) {
+			if (this.down.replace(detector, now) != null) {
+				return false;
+			}
+			return down(detector, error, now);
+		}
+
+		/**
+		 * {@code detector} hears Redis again (or never stopped).
+		 *
+		 * @return the error the switch said, when this return is the one to say (none of the bucket's
+		 *         detectors runs on the policy any more); {@code null} otherwise
+		 */
+		@Nullable String up(FailureDetector detector, long now) {
+			if (this.down.remove(detector) == null && now - this.nextForgetNanos < 0) {
+				return null; // another detector's: nothing changed here, and none to forget yet
+			}
+			return forget(now);
+		}
+
+		/**
+		 * Forgets the keys' detectors not asked for {@link #FORGET_NANOS}.
+		 *
+		 * @return the error the switch said, when this return is the one to say; {@code null} otherwise
+		 */
+		synchronized @Nullable String forget(long now) {
+			if (now - this.nextForgetNanos >= 0) {
+				this.down.entrySet().removeIf((e) -> e.getKey().droppable && now - e.getValue() >= FORGET_NANOS);
+				this.nextForgetNanos = now + TimeUnit.SECONDS.toNanos(1);
+			}
+			String said = this.error;
+			if (said != null && this.down.isEmpty()) {
+				this.error = null;
+				return said;
+			}
+			return null;
 		}
 
 		/** The error the switch said, while it is not said back; {@code null} when up. */
 		@Nullable String error() {
-			return this.down.get();
+			return this.error;
 		}
 	}
 }

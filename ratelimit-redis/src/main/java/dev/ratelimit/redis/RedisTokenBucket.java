@@ -12,6 +12,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
@@ -79,7 +80,9 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * that changes nothing. Callers waiting for releases hold a ticket in a queue in Redis and are served
  * in arrival order across instances; the script publishes every release on
  * {@code <key>:woken}, which wakes them to ask again (and they ask at most
- * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed).
+ * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed). A key's bucket is subscribed to its
+ * channel only from its first claim that waits for releases until it is idle (asked before the bucket is
+ * dropped), so an instance holds no subscription for the keys it has seen and dropped.
  *
  * <h2>Retuning</h2>
  * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
@@ -144,6 +147,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	/** Claims waiting for capped tokens to be released, woken by a release anywhere. */
 	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
+
+	/** What a message on the bucket's channel runs: its capped waiters ask again. */
+	private final Runnable wake = this::releasedSomewhere;
+
+	/** A key's capped bucket: whether it is subscribed to its channel now ({@link #subscribeForReleases}). */
+	private final AtomicBoolean subscribed = new AtomicBoolean();
 
 	/**
 	 * The bucket's keys: the state, the retune (the template's, for the overflow bucket), the leases and
@@ -220,7 +229,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt, this.tune.said());
+				} : this.tune::adopt, this.tune.said(), this.keyBucket);
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
@@ -229,8 +238,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// the overflow bucket's and the keys' calls are the bucket's calls: timed in its meters
 			this.detector.addListener(this.tune::timed);
 		}
-		if (own.capped()) {
-			connection.subscribe(BucketScript.channel(this.key), this::releasedSomewhere);
+		if (own.capped() && !this.keyBucket) {
+			// the bucket and its overflow bucket live as long as the application: subscribed for good
+			connection.subscribe(BucketScript.channel(this.key), this.wake);
+		}
+	}
+
+	/**
+	 * A key's capped bucket subscribes to its channel when a claim first waits for releases, and
+	 * unsubscribes when it is idle ({@link #isIdle()}, asked before the bucket is dropped): the instance
+	 * holds a subscription (and, through it, a bucket) for the keys that have callers waiting, not for
+	 * every key it has ever seen.
+	 */
+	private void subscribeForReleases() {
+		if (this.keyBucket && this.subscribed.compareAndSet(false, true)) {
+			this.connection.subscribe(BucketScript.channel(this.key), this.wake);
 		}
 	}
 
@@ -265,17 +287,17 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/**
 	 * Whether the bucket asks Redis (rather than applying its failure policy), for the gauge
 	 * {@code ratelimit.backend.up} and the health contributor: for a bucket used with keys, also whether
-	 * its keys' buckets (and its overflow bucket) on this instance have said Redis was back since one said
-	 * it was not answering. Each of them finds out for itself; the first to switch says so, and the first
-	 * answer any of them hears after that says Redis is back (one Redis answers all of them; on a Redis
-	 * Cluster with the bucket's keys on several nodes, an answer from one node says so while a key on
-	 * another node may still run on the policy).
+	 * none of its keys' buckets (nor its overflow bucket) on this instance runs on the policy. Each of them
+	 * finds out for itself; the first to switch says so, and the last of them to hear Redis again says it is
+	 * back (on a Redis Cluster with the bucket's keys on several nodes, the keys on a node that does not
+	 * answer keep the bucket down while the keys on the other nodes answer; a key's bucket dropped while on
+	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call).
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp() && this.tune.said().error() == null;
+		return this.detector.isUp() && this.detector.sharedError() == null;
 	}
 
 	/**
@@ -288,7 +310,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (!this.detector.isUp()) {
 			return "down: " + this.detector.lastError();
 		}
-		String error = this.tune.said().error(); // read once: another detector may say Redis is back meanwhile
+		String error = this.detector.sharedError(); // read once: another detector may say Redis is back meanwhile
 		return (error != null) ? "down: " + error : "up";
 	}
 
@@ -463,7 +485,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public boolean isIdle() {
-		return this.waiting.get() == 0 && this.held.get() == 0;
+		boolean idle = this.waiting.get() == 0 && this.held.get() == 0;
+		if (idle && this.subscribed.compareAndSet(true, false)) {
+			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
+			// releases later subscribes again (a release published meanwhile is found by its next ask)
+			this.connection.unsubscribe(BucketScript.channel(this.key), this.wake);
+		}
+		return idle;
 	}
 
 	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */
@@ -861,6 +889,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				this.nextAskNanos = now + this.askIntervalNanos;
 				this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
 						TimeUnit.MILLISECONDS.toNanos(MAX_RELEASE_ASK_MILLIS));
+				subscribeForReleases();
 				RedisTokenBucket.this.releaseWaiters.add(this);
 			}
 			else {

@@ -206,6 +206,22 @@ final class ScriptConnection implements AutoCloseable {
 		}
 	}
 
+	/**
+	 * Stops running {@code action} on {@code channel}'s messages, and unsubscribes from it, unless another
+	 * action has been subscribed to it since.
+	 *
+	 * @param channel the channel
+	 * @param action what {@link #subscribe} was given
+	 */
+	synchronized void unsubscribe(String channel, Runnable action) {
+		if (this.subscriptions.remove(channel, action)) {
+			StatefulRedisPubSubConnection<String, String> open = this.pubSub;
+			if (open != null) {
+				open.async().unsubscribe(channel);
+			}
+		}
+	}
+
 	/** Opens the connection for wake-ups, the first time a bucket asks for them. */
 	private synchronized void openPubSub() {
 		if (this.pubSub != null) {

@@ -5,12 +5,16 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 
 import io.lettuce.core.RedisFuture;
 import io.lettuce.core.api.StatefulConnection;
 import io.lettuce.core.api.StatefulRedisConnection;
 import io.lettuce.core.api.async.RedisAsyncCommands;
+import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
+import io.lettuce.core.pubsub.api.async.RedisPubSubAsyncCommands;
 
 /**
  * A Redis for tests that decide when each call of the bucket script is answered, or that it never is:
@@ -25,6 +29,14 @@ final class FakeScriptRedis {
 	}
 
 	private final List<Called> calls = new CopyOnWriteArrayList<>();
+
+	/** The channels the connection for wake-ups is subscribed to now ({@link #connectionWithPubSub()}). */
+	private final Set<String> subscribed = ConcurrentHashMap.newKeySet();
+
+	/** @return the channels subscribed to now, on the connection of {@link #connectionWithPubSub()} */
+	Set<String> subscribed() {
+		return this.subscribed;
+	}
 
 	/** A reply with {@code code} and zeros. */
 	static List<Object> reply(long code) {
@@ -62,8 +74,17 @@ final class FakeScriptRedis {
 			.perKey("alice");
 	}
 
-	@SuppressWarnings("unchecked")
 	ScriptConnection connection() {
+		return connection(false);
+	}
+
+	/** A connection whose connection for wake-ups keeps the channels subscribed to in {@link #subscribed()}. */
+	ScriptConnection connectionWithPubSub() {
+		return connection(true);
+	}
+
+	@SuppressWarnings("unchecked")
+	private ScriptConnection connection(boolean pubSub) {
 		RedisAsyncCommands<String, String> commands = (RedisAsyncCommands<String, String>) Proxy.newProxyInstance(
 				getClass().getClassLoader(), new Class<?>[] { RedisAsyncCommands.class }, (proxy, method, args) -> {
 					if (method.getName().equals("evalsha")) {
@@ -84,21 +105,46 @@ final class FakeScriptRedis {
 			.newProxyInstance(getClass().getClassLoader(), new Class<?>[] { StatefulRedisConnection.class },
 					(proxy, method, args) -> method.getName().equals("async") ? commands
 							: defaultFor(proxy, method.getName(), method.getReturnType(), args));
+		if (pubSub) {
+			return new ScriptConnection(() -> (StatefulConnection<String, String>) connection, this::pubSub,
+					"a fake Redis");
+		}
 		return new ScriptConnection(() -> (StatefulConnection<String, String>) connection, () -> {
 			throw new UnsupportedOperationException("no pub/sub here");
 		}, "a fake Redis");
 	}
 
-	private static RedisFuture<List<Object>> future(CompletableFuture<List<Object>> reply) {
+	@SuppressWarnings("unchecked")
+	private StatefulRedisPubSubConnection<String, String> pubSub() {
+		RedisPubSubAsyncCommands<String, String> commands = (RedisPubSubAsyncCommands<String, String>) Proxy
+			.newProxyInstance(getClass().getClassLoader(), new Class<?>[] { RedisPubSubAsyncCommands.class },
+					(proxy, method, args) -> {
+						if (method.getName().equals("subscribe")) {
+							this.subscribed.addAll(List.of((String[]) args[0]));
+							return future(new CompletableFuture<>());
+						}
+						if (method.getName().equals("unsubscribe")) {
+							List.of((String[]) args[0]).forEach(this.subscribed::remove);
+							return future(new CompletableFuture<>());
+						}
+						return defaultFor(proxy, method.getName(), method.getReturnType(), args);
+					});
+		return (StatefulRedisPubSubConnection<String, String>) Proxy.newProxyInstance(getClass().getClassLoader(),
+				new Class<?>[] { StatefulRedisPubSubConnection.class },
+				(proxy, method, args) -> method.getName().equals("async") ? commands
+						: defaultFor(proxy, method.getName(), method.getReturnType(), args));
+	}
+
+	private static <T> RedisFuture<T> future(CompletableFuture<T> reply) {
 		@SuppressWarnings("unchecked")
-		RedisFuture<List<Object>> future = (RedisFuture<List<Object>>) Proxy.newProxyInstance(
+		RedisFuture<T> future = (RedisFuture<T>) Proxy.newProxyInstance(
 				FakeScriptRedis.class.getClassLoader(), new Class<?>[] { RedisFuture.class },
 				(proxy, method, args) -> method.getName().equals("toCompletableFuture") ? reply
 						: method.invoke(reply, args));
 		return future;
 	}
 
-	private static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
+	static Object defaultFor(Object proxy, String name, Class<?> type, Object[] args) {
 		return switch (name) {
 			case "equals" -> proxy == args[0];
 			case "hashCode" -> System.identityHashCode(proxy);
