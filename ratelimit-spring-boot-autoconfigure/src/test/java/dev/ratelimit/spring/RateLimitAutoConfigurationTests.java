@@ -192,6 +192,22 @@ class RateLimitAutoConfigurationTests {
 			});
 	}
 
+	/**
+	 * A user who wrote {@code period: 5} was told to write 5ms or 5s, "0 alone is accepted and means
+	 * zero"; {@code period: 0} then failed start-up again (a period must be positive).
+	 */
+	@Test
+	void aPeriodWithoutAUnitIsNotToldThatZeroIsAccepted() {
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.period=5").run((context) -> {
+			RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+			assertThat(ex.getAction()).contains("5ms or 5s").doesNotContain("0 alone");
+		});
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.max-wait=5").run((context) -> {
+			RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+			assertThat(ex.getAction()).contains("5ms or 5s").contains("0 alone is accepted");
+		});
+	}
+
 	@ParameterizedTest
 	@CsvSource(delimiter = '|', value = { "max-wait|5|a duration with a unit, e.g. 5ms or 5s",
 			"period|2|a duration with a unit, e.g. 2ms or 2s", "limit|2.5|a whole number",
