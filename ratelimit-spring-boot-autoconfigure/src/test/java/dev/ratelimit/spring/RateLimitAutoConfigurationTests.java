@@ -333,6 +333,23 @@ class RateLimitAutoConfigurationTests {
 		return (RateLimitConfigurationException) t;
 	}
 
+	/**
+	 * A user with a bucket {@code llm} and a service bean of their own named {@code llm} got
+	 * "BeanNotOfRequiredTypeException: Bean named 'llm' is expected to be of type RateLimiter but was
+	 * actually of type Llm" from the factory method {@code rateLimiterRegistry}: nothing said that the
+	 * bucket's name was the clash, nor what to rename.
+	 */
+	@Test
+	void aBeanOfTheApplicationsThatTakesABucketsNameFailsStartUpNamingBoth() {
+		this.runner.withPropertyValues("ratelimit.buckets.llm.rate=10")
+			.withBean("llm", StringBuilder.class, StringBuilder::new)
+			.run((context) -> {
+				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+				assertThat(ex.getDescription()).contains("Bucket 'llm'").contains("java.lang.StringBuilder");
+				assertThat(ex.getAction()).contains("Rename the bucket or the bean");
+			});
+	}
+
 	@Configuration(proxyBeanMethods = false)
 	static class UserBucketConfiguration {
 
