@@ -17,6 +17,7 @@ import dev.ratelimit.spring.web.ServletLevels;
 import dev.ratelimit.spring.web.WebRules;
 import io.micrometer.core.instrument.MeterRegistry;
 
+import org.springframework.beans.factory.BeanNotOfRequiredTypeException;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.annotation.Qualifier;
@@ -90,8 +91,26 @@ public final class RateLimitAutoConfiguration {
 	@Bean
 	@ConditionalOnMissingBean
 	RateLimiterRegistry rateLimiterRegistry(BucketDefinitions definitions, ListableBeanFactory beanFactory) {
-		return new DefaultRateLimiterRegistry(definitions, (name) -> beanFactory.getBean(name, RateLimiter.class),
+		return new DefaultRateLimiterRegistry(definitions, (name) -> bucketBean(beanFactory, name),
 				beanFactory.getBeanProvider(BucketMaker.class).getIfAvailable());
+	}
+
+	/**
+	 * The bucket's bean: the starter's, or the application's of the same name when it is a limiter; a
+	 * bean of another type that took the bucket's name fails start-up naming both.
+	 */
+	private static RateLimiter bucketBean(ListableBeanFactory beanFactory, String name) {
+		try {
+			return beanFactory.getBean(name, RateLimiter.class);
+		}
+		catch (BeanNotOfRequiredTypeException ex) {
+			throw new RateLimitConfigurationException("Bucket '" + name + "': the application has a bean named '"
+					+ name + "' of type " + ex.getActualType().getName() + ", which is not a rate limiter; every bucket"
+					+ " is a bean named after it (an application's bean of that name replaces it only when it is a "
+					+ RateLimiter.class.getName() + ").",
+					"Rename the bucket or the bean, e.g. ratelimit.buckets." + name + "-limit or @Bean(\"" + name
+							+ "Service\").");
+		}
 	}
 
 	@Bean

@@ -192,6 +192,22 @@ class RateLimitAutoConfigurationTests {
 			});
 	}
 
+	/**
+	 * A user who wrote {@code period: 5} was told to write 5ms or 5s, "0 alone is accepted and means
+	 * zero"; {@code period: 0} then failed start-up again (a period must be positive).
+	 */
+	@Test
+	void aPeriodWithoutAUnitIsNotToldThatZeroIsAccepted() {
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.period=5").run((context) -> {
+			RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+			assertThat(ex.getAction()).contains("5ms or 5s").doesNotContain("0 alone");
+		});
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.max-wait=5").run((context) -> {
+			RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+			assertThat(ex.getAction()).contains("5ms or 5s").contains("0 alone is accepted");
+		});
+	}
+
 	@ParameterizedTest
 	@CsvSource(delimiter = '|', value = { "max-wait|5|a duration with a unit, e.g. 5ms or 5s",
 			"period|2|a duration with a unit, e.g. 2ms or 2s", "limit|2.5|a whole number",
@@ -315,6 +331,23 @@ class RateLimitAutoConfigurationTests {
 		}
 		assertThat(t).as("a RateLimitConfigurationException in %s", failure).isNotNull();
 		return (RateLimitConfigurationException) t;
+	}
+
+	/**
+	 * A user with a bucket {@code llm} and a service bean of their own named {@code llm} got
+	 * "BeanNotOfRequiredTypeException: Bean named 'llm' is expected to be of type RateLimiter but was
+	 * actually of type Llm" from the factory method {@code rateLimiterRegistry}: nothing said that the
+	 * bucket's name was the clash, nor what to rename.
+	 */
+	@Test
+	void aBeanOfTheApplicationsThatTakesABucketsNameFailsStartUpNamingBoth() {
+		this.runner.withPropertyValues("ratelimit.buckets.llm.rate=10")
+			.withBean("llm", StringBuilder.class, StringBuilder::new)
+			.run((context) -> {
+				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
+				assertThat(ex.getDescription()).contains("Bucket 'llm'").contains("java.lang.StringBuilder");
+				assertThat(ex.getAction()).contains("Rename the bucket or the bean");
+			});
 	}
 
 	@Configuration(proxyBeanMethods = false)

@@ -4,6 +4,7 @@ import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.endpoint.invoke.OperationInvokerAdvisor;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -29,6 +30,12 @@ public final class RateLimitEndpointAutoConfiguration {
 		@ConditionalOnMissingBean
 		RateLimitsEndpoint rateLimitsEndpoint(RateLimiterRegistry registry) {
 			return new RateLimitsEndpoint(registry);
+		}
+
+		/** A retune with a field the endpoint does not know is a 400 naming it, not a silent partial change. */
+		@Bean
+		static OperationInvokerAdvisor rateLimitsRetuneFields() {
+			return new RetuneFields();
 		}
 
 		@Bean

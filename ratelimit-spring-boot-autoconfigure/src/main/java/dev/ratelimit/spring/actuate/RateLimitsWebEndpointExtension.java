@@ -58,7 +58,7 @@ public class RateLimitsWebEndpointExtension {
 		}
 	}
 
-	private static WebEndpointResponse<Object> failure(int status, String error, String message) {
+	static WebEndpointResponse<Object> failure(int status, String error, String message) {
 		Map<String, Object> body = new LinkedHashMap<>();
 		body.put("status", status);
 		body.put("error", error);

@@ -3,6 +3,7 @@ package dev.ratelimit.spring.aop;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -55,7 +56,15 @@ final class AsyncInvocations {
 			refused(plan, invocation, result, ex);
 			return result;
 		}
+		// the application stops while the call waits: nobody polls its claim any more, so it ends now
+		Runnable stillWaiting = executors.whenClosed(() -> {
+			if (reservation.cancel()) {
+				result.completeExceptionally(new RejectedExecutionException("The application is shutting down: "
+						+ invocation.getMethod().getName() + " was waiting for its tokens and did not run"));
+			}
+		});
 		result.whenComplete((value, failure) -> {
+			stillWaiting.run();
 			if (result.isCancelled()) {
 				reservation.cancel();
 			}
@@ -70,10 +79,15 @@ final class AsyncInvocations {
 				return;
 			}
 			long next = round.incrementAndGet();
-			executors.timer().execute(() -> {
-				wakePending.set(false);
-				poll(plan, executors, reservation, invocation, result, false, round, next, context, observe);
-			});
+			try {
+				executors.timer().execute(() -> {
+					wakePending.set(false);
+					poll(plan, executors, reservation, invocation, result, false, round, next, context, observe);
+				});
+			}
+			catch (RejectedExecutionException ex) {
+				// the timer has stopped: the application is shutting down, which ends this call
+			}
 		});
 		poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe);
 		return result;
@@ -161,9 +175,17 @@ final class AsyncInvocations {
 			return;
 		}
 		if (delay > 0) {
-			executors.timer()
-				.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine, context,
-						observe), delay, TimeUnit.NANOSECONDS);
+			try {
+				executors.timer()
+					.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine,
+							context, observe), delay, TimeUnit.NANOSECONDS);
+			}
+			catch (RejectedExecutionException ex) {
+				// the timer has stopped (the application is shutting down): give the tokens back, fail the call
+				if (reservation.cancel()) {
+					result.completeExceptionally(ex);
+				}
+			}
 			return;
 		}
 		Permit permit;

@@ -1,5 +1,7 @@
 package dev.ratelimit.spring.aop;
 
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executor;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -37,6 +39,11 @@ public final class RateLimitExecutors implements DisposableBean {
 	private final @Nullable ExecutorService owned;
 
 	private final boolean propagateContext;
+
+	/** What ends the calls still waiting for their tokens when the executors close. */
+	private final Set<Runnable> onClose = ConcurrentHashMap.newKeySet();
+
+	private volatile boolean closed;
 
 	/**
 	 * Creates the executors with the starter's own threads for delayed calls, carrying the caller's
@@ -138,11 +145,33 @@ public final class RateLimitExecutors implements DisposableBean {
 	}
 
 	/**
-	 * Stops the timer and the starter's own threads (never the application's executor).
+	 * Registers what ends a waiting call when the executors close: once the timer has stopped, nobody
+	 * would poll its claim again, and its future would stay pending forever.
+	 *
+	 * @param action gives the claim back and fails the call's future (quick; must not throw)
+	 * @return what deregisters the action (run it when the call no longer waits)
+	 */
+	Runnable whenClosed(Runnable action) {
+		this.onClose.add(action);
+		if (this.closed && this.onClose.remove(action)) {
+			action.run();
+		}
+		return () -> this.onClose.remove(action);
+	}
+
+	/**
+	 * Stops the timer and the starter's own threads (never the application's executor), and fails the
+	 * calls still waiting for their tokens.
 	 */
 	@Override
 	public void destroy() {
+		this.closed = true;
 		this.timer.shutdownNow();
+		for (Runnable action : this.onClose) {
+			if (this.onClose.remove(action)) {
+				action.run();
+			}
+		}
 		if (this.owned != null) {
 			this.owned.shutdown();
 		}

@@ -166,6 +166,28 @@ class RateLimitsEndpointWebTests {
 			.andExpect(jsonPath("$.rate").value(250));
 	}
 
+	/**
+	 * An operator who sent {@code {"rate": 250, "limt": 40}} got 200 with the rate changed and the
+	 * misspelt limit silently dropped (the limit stayed 100), as for {@code {"rate": 250, "period": "1m"}}.
+	 */
+	@Test
+	void answers400NamingAFieldThatARetuneDoesNotKnowAndChangesNothing() throws Exception {
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"rate\": 250, \"limt\": 40}"))
+			.andExpect(status().isBadRequest())
+			.andExpect(jsonPath("$.message").value(containsString("limt")))
+			.andExpect(jsonPath("$.message").value(containsString("did you mean 'limit'")));
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"rate\": 250, \"period\": \"1m\"}"))
+			.andExpect(status().isBadRequest())
+			.andExpect(jsonPath("$.message").value(containsString("period")));
+		this.mvc.perform(get("/actuator/ratelimits/db-writes"))
+			.andExpect(jsonPath("$.rate").value(500))
+			.andExpect(jsonPath("$.limit").value(100));
+	}
+
 	@Test
 	void aKeyWithoutABucketOfItsOwnIs404() throws Exception {
 		this.mvc.perform(get("/actuator/ratelimits/db-writes/alice")).andExpect(status().isNotFound());

@@ -1,0 +1,75 @@
+package dev.ratelimit.spring.actuate;
+
+import java.util.Comparator;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Collectors;
+
+import org.springframework.boot.actuate.endpoint.EndpointId;
+import org.springframework.boot.actuate.endpoint.OperationType;
+import org.springframework.boot.actuate.endpoint.invoke.OperationInvoker;
+import org.springframework.boot.actuate.endpoint.invoke.OperationInvokerAdvisor;
+import org.springframework.boot.actuate.endpoint.invoke.OperationParameter;
+import org.springframework.boot.actuate.endpoint.invoke.OperationParameters;
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
+
+/**
+ * Refuses a retune ({@code POST /actuator/ratelimits/{name}}) that carries a field the endpoint does
+ * not know, with a 400 naming it and the closest known field (the reason in the body, as for a bad value). The actuator hands an operation only the
+ * arguments it declares, so without this {@code {"rate": 250, "limt": 40}} changed the rate and
+ * silently dropped the misspelt limit.
+ */
+final class RetuneFields implements OperationInvokerAdvisor {
+
+	private static final EndpointId ENDPOINT = EndpointId.of("ratelimits");
+
+	@Override
+	public OperationInvoker apply(EndpointId endpointId, OperationType operationType,
+			OperationParameters parameters, OperationInvoker invoker) {
+		if (!ENDPOINT.equals(endpointId) || operationType != OperationType.WRITE) {
+			return invoker;
+		}
+		Set<String> known = parameters.stream().map(OperationParameter::getName).collect(Collectors.toSet());
+		List<String> fields = List.of("rate", "limit", "mode");
+		return (context) -> {
+			for (String argument : context.getArguments().keySet()) {
+				if (!known.contains(argument)) {
+					// the web extension's 400 with the reason in the body (JMX operations take no other fields)
+					return RateLimitsWebEndpointExtension.failure(WebEndpointResponse.STATUS_BAD_REQUEST,
+							"Bad Request", unknown(argument, fields));
+				}
+			}
+			return invoker.invoke(context);
+		};
+	}
+
+	private static String unknown(String field, List<String> fields) {
+		return "'" + field + "' is not a field of a retune"
+				+ ("period".equals(field) ? " (the period stays as configured: give the rate per that period)"
+						: "; did you mean '" + closest(field, fields) + "'?")
+				+ " A retune takes rate, limit and/or mode, e.g. {\"rate\": 200}; nothing was changed.";
+	}
+
+	private static String closest(String field, List<String> fields) {
+		return fields.stream().min(Comparator.comparingInt((known) -> distance(field, known))).orElseThrow();
+	}
+
+	private static int distance(String a, String b) {
+		int[] previous = new int[b.length() + 1];
+		int[] current = new int[b.length() + 1];
+		for (int j = 0; j <= b.length(); j++) {
+			previous[j] = j;
+		}
+		for (int i = 1; i <= a.length(); i++) {
+			current[0] = i;
+			for (int j = 1; j <= b.length(); j++) {
+				int substitution = previous[j - 1] + ((a.charAt(i - 1) == b.charAt(j - 1)) ? 0 : 1);
+				current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
+			}
+			int[] swap = previous;
+			previous = current;
+			current = swap;
+		}
+		return previous[b.length()];
+	}
+}
