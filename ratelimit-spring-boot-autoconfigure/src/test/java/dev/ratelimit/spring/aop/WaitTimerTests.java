@@ -60,15 +60,16 @@ class WaitTimerTests {
 	}
 
 	@Test
-	void anAsynchronousCallThatFoundItsTokensThereIsNotTimedAsAWait() {
+	void asynchronousAndReactiveCallsThatFoundTheirTokensThereAreNotTimedAsWaits() {
 		this.runner.run((context) -> {
 			Service service = context.getBean(Service.class);
 			for (int i = 0; i < 3; i++) {
 				assertThat(service.report().join()).isEqualTo("report");
 			}
+			assertThat(service.reportLater().block(java.time.Duration.ofSeconds(5))).isEqualTo("report");
 			MeterRegistry registry = context.getBean(MeterRegistry.class);
 			assertThat(registry.get("ratelimit.calls").tag("bucket", "reports").tag("outcome", "granted").functionCounter()
-				.count()).isEqualTo(3);
+				.count()).isEqualTo(4);
 			assertThat(timed(context, "reports")).isZero();
 		});
 	}
@@ -92,6 +93,11 @@ class WaitTimerTests {
 		@RateLimited("reports")
 		public CompletableFuture<String> report() {
 			return CompletableFuture.completedFuture("report");
+		}
+
+		@RateLimited("reports")
+		public reactor.core.publisher.Mono<String> reportLater() {
+			return reactor.core.publisher.Mono.just("report");
 		}
 
 	}
