@@ -96,6 +96,9 @@ final class TemplateTune {
 	/** Whether the last read failed: then nobody waits for a read, and reads go after a back-off. */
 	private volatile boolean failing;
 
+	/** Whether the failing reads were said at WARN (and not yet said back at INFO). */
+	private boolean saidFailing;
+
 	/** While failing: when the next read may go. */
 	private volatile long nextReadNanos;
 
@@ -346,21 +349,24 @@ final class TemplateTune {
 	/**
 	 * A failed read changes nothing: the keys go on with the settings last read, nobody waits for a read
 	 * until one is answered again, and the next read goes after a back-off (100 ms doubling to 5 s), so
-	 * a template that Redis does not answer costs the keys' calls no waiting. Said once at WARN, and
-	 * once at INFO when reads are answered again.
+	 * a template that Redis does not answer costs the keys' calls no waiting. Said once at WARN after
+	 * {@value FailureDetector#FAILURES_TO_TRIP} failed reads in a row (as the buckets' calls: one slow read
+	 * under load is not worth a line), and once at INFO when reads are answered again.
 	 */
 	private synchronized void readDone(boolean answered, @Nullable Throwable failure) {
 		if (answered) {
-			if (this.failing) {
-				this.failing = false;
+			this.failing = false;
+			if (this.saidFailing) {
+				this.saidFailing = false;
 				logger.info("Rate limit bucket '" + this.bucket + "': the settings of its keys are read from Redis again");
 			}
 			this.failedReads = 0;
 			return;
 		}
 		this.nextReadNanos = this.clock.getAsLong() + FailureDetector.backoffNanos(this.failedReads++);
-		if (!this.failing) {
-			this.failing = true;
+		this.failing = true;
+		if (!this.saidFailing && this.failedReads >= FailureDetector.FAILURES_TO_TRIP) {
+			this.saidFailing = true;
 			logger.warn("Rate limit bucket '" + this.bucket + "': the settings of its keys cannot be read from Redis ("
 					+ describe(failure) + "); the keys go on with the settings last read, without waiting for a read");
 		}

@@ -69,6 +69,46 @@ class TemplateTuneTests {
 	}
 
 	/**
+	 * Found on a Redis Cluster under load: one read of the template's settings that timed out logged a WARN
+	 * ("cannot be read") and, 140 ms later, an INFO ("read again"). Like the buckets' calls, reads are said
+	 * to fail after several failures in a row, once, and said back once.
+	 */
+	@Test
+	@org.junit.jupiter.api.extension.ExtendWith(org.springframework.boot.test.system.OutputCaptureExtension.class)
+	void oneFailedReadIsNotSaidSeveralInARowAreSaidOnce(org.springframework.boot.test.system.CapturedOutput output) {
+		TemplateTune tune = tune();
+		int reads = 0;
+		// one failure, then an answer: nothing said
+		CompletableFuture<Boolean> read = tune.read();
+		this.redis.of(BucketScript.Mode.TUNE).get(reads++).completeExceptionally(new IllegalStateException("slow"));
+		assertThat(read.join()).isFalse();
+		read = tune.read();
+		this.redis.of(BucketScript.Mode.TUNE).get(reads++).complete(replyOf(CONFIGURED));
+		assertThat(read.join()).isTrue();
+		assertThat(output.getOut()).doesNotContain("cannot be read").doesNotContain("read from Redis again");
+		// failures in a row: said once, then back once
+		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP + 2; i++) {
+			read = tune.read();
+			this.redis.of(BucketScript.Mode.TUNE).get(reads++).completeExceptionally(new IllegalStateException("down"));
+			assertThat(read.join()).isFalse();
+			assertThat(count(output.getOut(), "cannot be read")).as("after %d failed reads", i + 1)
+				.isEqualTo((i + 1 < FailureDetector.FAILURES_TO_TRIP) ? 0 : 1);
+		}
+		read = tune.read();
+		this.redis.of(BucketScript.Mode.TUNE).get(reads).complete(replyOf(CONFIGURED));
+		assertThat(read.join()).isTrue();
+		assertThat(count(output.getOut(), "read from Redis again")).isEqualTo(1);
+	}
+
+	private static int count(String text, String part) {
+		int n = 0;
+		for (int at = text.indexOf(part); at >= 0; at = text.indexOf(part, at + 1)) {
+			n++;
+		}
+		return n;
+	}
+
+	/**
 	 * The mode comes with the replies the tune adopts (an older script's reply, without it, means "as
 	 * configured"); it stays while Redis does not answer (the failure policy still runs in that mode), and a
 	 * switch Redis does not answer is refused, changing nothing.
