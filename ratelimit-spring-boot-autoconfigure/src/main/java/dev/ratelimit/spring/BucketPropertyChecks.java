@@ -2,7 +2,6 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
@@ -114,25 +113,6 @@ final class BucketPropertyChecks {
 
 	/** The known property closest to {@code property} by edit distance. */
 	static String closest(String property) {
-		return KNOWN.stream().min(Comparator.comparingInt((known) -> distance(property, known))).orElseThrow();
-	}
-
-	private static int distance(String a, String b) {
-		int[] previous = new int[b.length() + 1];
-		int[] current = new int[b.length() + 1];
-		for (int j = 0; j <= b.length(); j++) {
-			previous[j] = j;
-		}
-		for (int i = 1; i <= a.length(); i++) {
-			current[0] = i;
-			for (int j = 1; j <= b.length(); j++) {
-				int substitution = previous[j - 1] + ((a.charAt(i - 1) == b.charAt(j - 1)) ? 0 : 1);
-				current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
-			}
-			int[] swap = previous;
-			previous = current;
-			current = swap;
-		}
-		return previous[b.length()];
+		return ClosestName.of(property, KNOWN);
 	}
 }

@@ -1,9 +1,10 @@
 package dev.ratelimit.spring.actuate;
 
-import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;
+
+import dev.ratelimit.spring.ClosestName;
 
 import org.springframework.boot.actuate.endpoint.EndpointId;
 import org.springframework.boot.actuate.endpoint.OperationType;
@@ -46,30 +47,7 @@ final class RetuneFields implements OperationInvokerAdvisor {
 	private static String unknown(String field, List<String> fields) {
 		return "'" + field + "' is not a field of a retune"
 				+ ("period".equals(field) ? " (the period stays as configured: give the rate per that period)"
-						: "; did you mean '" + closest(field, fields) + "'?")
+						: "; did you mean '" + ClosestName.of(field, fields) + "'?")
 				+ " A retune takes rate, limit and/or mode, e.g. {\"rate\": 200}; nothing was changed.";
-	}
-
-	private static String closest(String field, List<String> fields) {
-		return fields.stream().min(Comparator.comparingInt((known) -> distance(field, known))).orElseThrow();
-	}
-
-	private static int distance(String a, String b) {
-		int[] previous = new int[b.length() + 1];
-		int[] current = new int[b.length() + 1];
-		for (int j = 0; j <= b.length(); j++) {
-			previous[j] = j;
-		}
-		for (int i = 1; i <= a.length(); i++) {
-			current[0] = i;
-			for (int j = 1; j <= b.length(); j++) {
-				int substitution = previous[j - 1] + ((a.charAt(i - 1) == b.charAt(j - 1)) ? 0 : 1);
-				current[j] = Math.min(substitution, Math.min(previous[j], current[j - 1]) + 1);
-			}
-			int[] swap = previous;
-			previous = current;
-			current = swap;
-		}
-		return previous[b.length()];
 	}
 }
