@@ -549,6 +549,9 @@ final class FailureDetector {
 				this.nextForgetNanos = now + FORGET_NANOS;
 				return true;
 			}
+			// while nothing answers, only switches add detectors: they forget the keys gone quiet, so that a
+			// long outage with keys coming and going holds those asked within FORGET_NANOS, not every one
+			forgetQuiet(now);
 			return false;
 		}
 
@@ -583,16 +586,21 @@ final class FailureDetector {
 		 * @return the error the switch said, when this return is the one to say; {@code null} otherwise
 		 */
 		synchronized @Nullable String forget(long now) {
-			if (now - this.nextForgetNanos >= 0) {
-				this.down.entrySet().removeIf((e) -> e.getKey().droppable && now - e.getValue() >= FORGET_NANOS);
-				this.nextForgetNanos = now + TimeUnit.SECONDS.toNanos(1);
-			}
+			forgetQuiet(now);
 			String said = this.error;
 			if (said != null && this.down.isEmpty()) {
 				this.error = null;
 				return said;
 			}
 			return null;
+		}
+
+		/** Forgets, at most once a second, the keys' detectors not asked for {@link #FORGET_NANOS}. */
+		private synchronized void forgetQuiet(long now) {
+			if (now - this.nextForgetNanos >= 0) {
+				this.down.entrySet().removeIf((e) -> e.getKey().droppable && now - e.getValue() >= FORGET_NANOS);
+				this.nextForgetNanos = now + TimeUnit.SECONDS.toNanos(1);
+			}
 		}
 
 		/** The error the switch said, while it is not said back; {@code null} when up. */

@@ -135,6 +135,32 @@ class ClusterPartialOutageTests {
 	}
 
 	/**
+	 * Redis does not answer at all and keys come and go (a bucket per client address, say): each key's
+	 * detector that switched to the policy is held only until {@code FORGET_NANOS} after it was last
+	 * asked. Found in review: the keys' detectors were forgotten only on an answer or a read of the gauge,
+	 * so during an outage without a gauge reader every key that ever switched stayed held.
+	 */
+	@Test
+	void keysThatSwitchedToThePolicyAreNotHeldLongerThanForgetNanosWhileNothingAnswers() throws Exception {
+		long[] now = { 0 };
+		FailureDetector.Said said = new FailureDetector.Said();
+		for (int key = 0; key < 1000; key++) {
+			FailureDetector detector = new FailureDetector("per-ip", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
+			}, said, true);
+			for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
+				detector.send(ClusterPartialOutageTests::down, null);
+			}
+			now[0] += 100 * MS; // ten new keys a second, for 100 s
+		}
+		java.lang.reflect.Field down = FailureDetector.Said.class.getDeclaredField("down");
+		down.setAccessible(true);
+		int held = ((java.util.Map<?, ?>) down.get(said)).size();
+		// those asked within FORGET_NANOS (100 of them), and those of one more second at most
+		assertThat(held).as("keys' detectors held").isLessThanOrEqualTo(
+				(int) ((FailureDetector.Said.FORGET_NANOS + TimeUnit.SECONDS.toNanos(1)) / (100 * MS)) + 1);
+	}
+
+	/**
 	 * The same through the buckets: the gauge {@code ratelimit.backend.up} and the health contributor read
 	 * the template's bucket, whose keys alice (on a node that does not answer) and bob (on one that does)
 	 * share its state.
