@@ -291,7 +291,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * finds out for itself; the first to switch says so, and the last of them to hear Redis again says it is
 	 * back (on a Redis Cluster with the bucket's keys on several nodes, the keys on a node that does not
 	 * answer keep the bucket down while the keys on the other nodes answer; a key's bucket dropped while on
-	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call).
+	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call, and the bucket is
+	 * back at the next answer after that).
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
