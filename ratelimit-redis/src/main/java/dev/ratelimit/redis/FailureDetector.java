@@ -323,6 +323,9 @@ final class FailureDetector {
 
 		private volatile boolean discarded;
 
+		/** Whether a late grant waits for its caller's decision ({@link #holdWhenLate}) instead of going back. */
+		private volatile boolean held;
+
 		private volatile @Nullable Reply reply;
 
 		private Call(CompletableFuture<List<Object>> future, long sentNanos, boolean probe,
@@ -362,8 +365,9 @@ final class FailureDetector {
 			if (inTime) {
 				succeeded(this, nanos);
 			}
-			if (!inTime || this.discarded) {
-				// settled as a timeout before this reply came, or its caller gave up: nobody takes it
+			if ((!inTime && !this.held) || this.discarded) {
+				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
+				// one waits for keepWhenLate or discard)
 				giveBackUnused(parsed);
 			}
 		}
@@ -394,6 +398,16 @@ final class FailureDetector {
 		 */
 		boolean keepWhenLate() {
 			return this.decided.compareAndSet(false, true);
+		}
+
+		/**
+		 * The call timed out and its caller waits for the failure policy to decide (the {@code local} bucket
+		 * makes it wait): a grant that comes late meanwhile is held, neither kept nor given back, until the
+		 * caller decides, with {@link #keepWhenLate} when the policy let it through, or {@link #discard} when
+		 * it did not.
+		 */
+		void holdWhenLate() {
+			this.held = true;
 		}
 
 		/**

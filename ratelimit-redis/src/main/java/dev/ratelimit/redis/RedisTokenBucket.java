@@ -912,6 +912,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						fallbackClaim.onWake(this::wakeUp);
 						this.local = fallbackClaim;
 						this.phase = LOCAL;
+						if (this.call != null && !RedisTokenBucket.this.tune.configured().capped()) {
+							// a late grant while the local bucket decides: kept if it lets the call through,
+							// given back if not (grantedPermit, giveBack)
+							this.call.holdWhenLate();
+						}
 					}
 					catch (RateLimitExceededException ex) {
 						throw refused(ex.getRetryAfter(), null);
@@ -966,7 +971,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						sendUnconditionally(Mode.LEAVE, 0, this.id);
 					}
 				}
-				default -> this.local.cancel();
+				default -> {
+					this.local.cancel();
+					if (this.call != null) {
+						this.call.discard(); // a late grant held for it goes back (holdWhenLate)
+					}
+				}
 			}
 		}
 
