@@ -248,7 +248,8 @@ final class FailureDetector {
 	/**
 	 * What the bucket's detectors on this instance say together, for the gauge and the health contributor:
 	 * the error said at WARN while any of them runs on the policy (a key's bucket only while it is asked),
-	 * {@code null} when none does.
+	 * {@code null} once none does and an answer has said so (a key forgotten while nothing answers leaves
+	 * the bucket down until one of its detectors hears Redis).
 	 *
 	 * @return the error, or {@code null}
 	 */
@@ -256,7 +257,7 @@ final class FailureDetector {
 		if (this.said.error() == null) {
 			return null;
 		}
-		sayUp(this.said.forget(this.clock.getAsLong()));
+		this.said.forgetQuiet(this.clock.getAsLong()); // (only an answer says the bucket is back)
 		return this.said.error();
 	}
 
@@ -322,6 +323,9 @@ final class FailureDetector {
 
 		private volatile boolean discarded;
 
+		/** Whether a late grant waits for its caller's decision ({@link #holdWhenLate}) instead of going back. */
+		private volatile boolean held;
+
 		private volatile @Nullable Reply reply;
 
 		private Call(CompletableFuture<List<Object>> future, long sentNanos, boolean probe,
@@ -361,8 +365,9 @@ final class FailureDetector {
 			if (inTime) {
 				succeeded(this, nanos);
 			}
-			if (!inTime || this.discarded) {
-				// settled as a timeout before this reply came, or its caller gave up: nobody takes it
+			if ((!inTime && !this.held) || this.discarded) {
+				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
+				// one waits for keepWhenLate or discard)
 				giveBackUnused(parsed);
 			}
 		}
@@ -393,6 +398,16 @@ final class FailureDetector {
 		 */
 		boolean keepWhenLate() {
 			return this.decided.compareAndSet(false, true);
+		}
+
+		/**
+		 * The call timed out and its caller waits for the failure policy to decide (the {@code local} bucket
+		 * makes it wait): a grant that comes late meanwhile is held, neither kept nor given back, until the
+		 * caller decides, with {@link #keepWhenLate} when the policy let it through, or {@link #discard} when
+		 * it did not.
+		 */
+		void holdWhenLate() {
+			this.held = true;
 		}
 
 		/**
@@ -512,7 +527,8 @@ final class FailureDetector {
 	 * do while the keys on the other nodes answer, and an answer from one node does not say the bucket is
 	 * back. A key's bucket may be dropped while on the policy (when idle, without a word): its detector
 	 * counts only while its bucket is asked, and is forgotten {@link #FORGET_NANOS} after it was last asked
-	 * (asked again, still on the policy, it counts again). The gauge {@code ratelimit.backend.up} and the
+	 * (asked again, still on the policy, it counts again); the bucket is said back at the next answer that
+	 * finds none on the policy, never by forgetting alone (nothing may answer at all). The gauge {@code ratelimit.backend.up} and the
 	 * health contributor read it too.
 	 */
 	static final class Said {
@@ -529,7 +545,7 @@ final class FailureDetector {
 		/** The error said at WARN, until said back at INFO. */
 		private volatile @Nullable String error;
 
-		/** When {@link #forget} next looks for forgotten detectors. */
+		/** When {@link #forgetQuiet} next looks for forgotten detectors. */
 		private volatile long nextForgetNanos;
 
 		/**
@@ -549,6 +565,9 @@ final class FailureDetector {
 				this.nextForgetNanos = now + FORGET_NANOS;
 				return true;
 			}
+			// while nothing answers, only switches add detectors: they forget the keys gone quiet, so that a
+			// long outage with keys coming and going holds those asked within FORGET_NANOS, not every one
+			forgetQuiet(now);
 			return false;
 		}
 
@@ -571,28 +590,35 @@ final class FailureDetector {
 		 *         detectors runs on the policy any more); {@code null} otherwise
 		 */
 		@Nullable String up(FailureDetector detector, long now) {
-			if (this.down.remove(detector) == null && now - this.nextForgetNanos < 0) {
+			if (this.down.remove(detector) == null && now - this.nextForgetNanos < 0 && !this.down.isEmpty()) {
 				return null; // another detector's: nothing changed here, and none to forget yet
 			}
-			return forget(now);
+			return answered(now);
 		}
 
 		/**
-		 * Forgets the keys' detectors not asked for {@link #FORGET_NANOS}.
+		 * A detector heard Redis: forgets the keys' detectors not asked for {@link #FORGET_NANOS}, and says the
+		 * bucket is back when none is left on the policy. Only an answer says so: forgetting a key that went
+		 * quiet while nothing answers (the gauge's read) must not.
 		 *
 		 * @return the error the switch said, when this return is the one to say; {@code null} otherwise
 		 */
-		synchronized @Nullable String forget(long now) {
-			if (now - this.nextForgetNanos >= 0) {
-				this.down.entrySet().removeIf((e) -> e.getKey().droppable && now - e.getValue() >= FORGET_NANOS);
-				this.nextForgetNanos = now + TimeUnit.SECONDS.toNanos(1);
-			}
+		private synchronized @Nullable String answered(long now) {
+			forgetQuiet(now);
 			String said = this.error;
 			if (said != null && this.down.isEmpty()) {
 				this.error = null;
 				return said;
 			}
 			return null;
+		}
+
+		/** Forgets, at most once a second, the keys' detectors not asked for {@link #FORGET_NANOS}. */
+		synchronized void forgetQuiet(long now) {
+			if (now - this.nextForgetNanos >= 0) {
+				this.down.entrySet().removeIf((e) -> e.getKey().droppable && now - e.getValue() >= FORGET_NANOS);
+				this.nextForgetNanos = now + TimeUnit.SECONDS.toNanos(1);
+			}
 		}
 
 		/** The error the switch said, while it is not said back; {@code null} when up. */

@@ -291,7 +291,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * finds out for itself; the first to switch says so, and the last of them to hear Redis again says it is
 	 * back (on a Redis Cluster with the bucket's keys on several nodes, the keys on a node that does not
 	 * answer keep the bucket down while the keys on the other nodes answer; a key's bucket dropped while on
-	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call).
+	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call, and the bucket is
+	 * back at the next answer after that).
 	 *
 	 * @return {@code true} unless several calls in a row have failed
 	 */
@@ -911,6 +912,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						fallbackClaim.onWake(this::wakeUp);
 						this.local = fallbackClaim;
 						this.phase = LOCAL;
+						if (this.call != null && !RedisTokenBucket.this.tune.configured().capped()) {
+							// a late grant while the local bucket decides: kept if it lets the call through,
+							// given back if not (grantedPermit, giveBack)
+							this.call.holdWhenLate();
+						}
 					}
 					catch (RateLimitExceededException ex) {
 						throw refused(ex.getRetryAfter(), null);
@@ -965,7 +971,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 						sendUnconditionally(Mode.LEAVE, 0, this.id);
 					}
 				}
-				default -> this.local.cancel();
+				default -> {
+					this.local.cancel();
+					if (this.call != null) {
+						this.call.discard(); // a late grant held for it goes back (holdWhenLate)
+					}
+				}
 			}
 		}
 

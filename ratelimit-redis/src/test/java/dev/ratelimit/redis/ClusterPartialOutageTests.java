@@ -135,6 +135,58 @@ class ClusterPartialOutageTests {
 	}
 
 	/**
+	 * Redis does not answer at all: a key's bucket runs on the policy, then is not asked for a while (its
+	 * user went quiet, its bucket may be dropped). Forgetting it must not say that the bucket is back on
+	 * Redis, nor show it up in the gauge: nothing has answered. Found in review: the gauge's read after
+	 * {@code FORGET_NANOS} said INFO "is back on Redis" and set the gauge to 1 during a full outage, and the
+	 * key's next call said WARN a second time.
+	 */
+	@Test
+	void forgettingAKeyThatWentQuietDoesNotSayTheBucketIsBackWhileNothingAnswers() {
+		long[] now = { 0 };
+		FailureDetector.Said said = new FailureDetector.Said();
+		FailureDetector alice = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
+		}, said, true);
+		FailureDetector template = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
+		}, said);
+		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
+			alice.send(ClusterPartialOutageTests::down, null);
+		}
+		assertThat(said(Level.WARN)).isEqualTo(1);
+		now[0] += FailureDetector.Said.FORGET_NANOS;
+		assertThat(template.sharedError()).as("the gauge's read while nothing answers").isNotNull();
+		assertThat(said(Level.INFO)).as("INFO though no call was answered").isZero();
+		alice.send(ClusterPartialOutageTests::down, null); // alice's user is back, Redis still is not
+		assertThat(said(Level.WARN)).as("WARN lines for one outage").isEqualTo(1);
+	}
+
+	/**
+	 * Redis does not answer at all and keys come and go (a bucket per client address, say): each key's
+	 * detector that switched to the policy is held only until {@code FORGET_NANOS} after it was last
+	 * asked. Found in review: the keys' detectors were forgotten only on an answer or a read of the gauge,
+	 * so during an outage without a gauge reader every key that ever switched stayed held.
+	 */
+	@Test
+	void keysThatSwitchedToThePolicyAreNotHeldLongerThanForgetNanosWhileNothingAnswers() throws Exception {
+		long[] now = { 0 };
+		FailureDetector.Said said = new FailureDetector.Said();
+		for (int key = 0; key < 1000; key++) {
+			FailureDetector detector = new FailureDetector("per-ip", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
+			}, said, true);
+			for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
+				detector.send(ClusterPartialOutageTests::down, null);
+			}
+			now[0] += 100 * MS; // ten new keys a second, for 100 s
+		}
+		java.lang.reflect.Field down = FailureDetector.Said.class.getDeclaredField("down");
+		down.setAccessible(true);
+		int held = ((java.util.Map<?, ?>) down.get(said)).size();
+		// those asked within FORGET_NANOS (100 of them), and those of one more second at most
+		assertThat(held).as("keys' detectors held").isLessThanOrEqualTo(
+				(int) ((FailureDetector.Said.FORGET_NANOS + TimeUnit.SECONDS.toNanos(1)) / (100 * MS)) + 1);
+	}
+
+	/**
 	 * The same through the buckets: the gauge {@code ratelimit.backend.up} and the health contributor read
 	 * the template's bucket, whose keys alice (on a node that does not answer) and bob (on one that does)
 	 * share its state.

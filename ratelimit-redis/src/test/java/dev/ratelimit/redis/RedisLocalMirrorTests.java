@@ -116,6 +116,53 @@ class RedisLocalMirrorTests {
 		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("refunds: the caller's own only").hasSize(1);
 	}
 
+	/**
+	 * A call Redis does not answer in time whose tokens the local bucket makes it wait for: Redis, running
+	 * it late, grants it while it waits, then the local bucket lets it through. Its late grant must stay in
+	 * Redis, as for a call let through at once. Found in review: the grant was kept only when the call was
+	 * let through before the late reply came; one that came while the call waited locally was given back,
+	 * so Redis did not count a call that ran.
+	 */
+	@Test
+	void aLateGrantThatComesWhileTheLocalBucketMakesTheCallWaitStaysInRedis() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).as("unanswered call %d, let through by the local bucket", i).isTrue();
+		}
+		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
+		// no answer within the timeout: the local bucket, empty (its clock stands still), makes it wait 100 ms
+		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+		while (claim.poll() < TimeUnit.MILLISECONDS.toNanos(50) && System.nanoTime() - deadline < 0) {
+			Thread.onSpinWait();
+		}
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(3).complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED));
+		this.localClock.addAndGet(TimeUnit.MILLISECONDS.toNanos(100));
+		assertThat(claim.poll()).as("let through by the local bucket").isZero();
+		claim.permit().close();
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("refunds of the late grant of a call that ran")
+			.isEmpty();
+	}
+
+	/**
+	 * The same call refused by the local bucket after all (its caller gave up while it waited): the late
+	 * grant it held in Redis is given back.
+	 */
+	@Test
+	void aLateGrantHeldForACallWaitingLocallyIsGivenBackWhenTheCallGivesUp() {
+		RedisTokenBucket bucket = bucket();
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).isTrue();
+		}
+		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
+		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+		while (claim.poll() < TimeUnit.MILLISECONDS.toNanos(50) && System.nanoTime() - deadline < 0) {
+			Thread.onSpinWait();
+		}
+		this.redis.of(BucketScript.Mode.ACQUIRE).get(3).complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED));
+		assertThat(claim.cancel()).isTrue();
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("the late grant given back").hasSize(1);
+	}
+
 	/** A late grant of a call that was refused (the local bucket had nothing left) is still given back. */
 	@Test
 	void aLateGrantOfACallTheLocalBucketRefusedIsGivenBack() {

@@ -7,6 +7,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.UnaryOperator;
 
 import dev.ratelimit.core.Permit;
@@ -56,15 +57,11 @@ final class AsyncInvocations {
 			refused(plan, invocation, result, ex);
 			return result;
 		}
-		// the application stops while the call waits: nobody polls its claim any more, so it ends now
-		Runnable stillWaiting = executors.whenClosed(() -> {
-			if (reservation.cancel()) {
-				result.completeExceptionally(new RejectedExecutionException("The application is shutting down: "
-						+ invocation.getMethod().getName() + " was waiting for its tokens and did not run"));
-			}
-		});
+		// what ends the call if the application stops while it waits: registered once its first poll finds it
+		// waiting (a call that finds its tokens there costs nothing), held until it stops waiting
+		AtomicReference<@Nullable Runnable> stillWaiting = new AtomicReference<>();
 		result.whenComplete((value, failure) -> {
-			stillWaiting.run();
+			stopsWaiting(stillWaiting);
 			if (result.isCancelled()) {
 				reservation.cancel();
 			}
@@ -82,15 +79,39 @@ final class AsyncInvocations {
 			try {
 				executors.timer().execute(() -> {
 					wakePending.set(false);
-					poll(plan, executors, reservation, invocation, result, false, round, next, context, observe);
+					poll(plan, executors, reservation, invocation, result, false, round, next, context, observe,
+							stillWaiting);
 				});
 			}
 			catch (RejectedExecutionException ex) {
 				// the timer has stopped: the application is shutting down, which ends this call
 			}
 		});
-		poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe);
+		if (poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe, stillWaiting)) {
+			// the application stops while the call waits: nobody polls its claim any more, so it ends now
+			Runnable deregister = executors.whenClosed(() -> {
+				if (reservation.cancel()) {
+					result.completeExceptionally(new RejectedExecutionException("The application is shutting down: "
+							+ invocation.getMethod().getName() + " was waiting for its tokens and did not run"));
+				}
+			});
+			if (!stillWaiting.compareAndSet(null, deregister)) {
+				deregister.run(); // it stopped waiting meanwhile
+			}
+		}
 		return result;
+	}
+
+	/** What a call no longer waiting sets, so that a registration that comes after it undoes itself. */
+	private static final Runnable STOPPED_WAITING = () -> {
+	};
+
+	/** The call no longer waits for its tokens (granted, refused or done): shutdown need not end it. */
+	private static void stopsWaiting(AtomicReference<@Nullable Runnable> stillWaiting) {
+		Runnable deregister = stillWaiting.getAndSet(STOPPED_WAITING);
+		if (deregister != null) {
+			deregister.run();
+		}
 	}
 
 	/**
@@ -153,32 +174,41 @@ final class AsyncInvocations {
 		}
 	}
 
-	private static void poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
+	/**
+	 * Polls the call's claim: runs the call when its tokens are there, else polls again later.
+	 *
+	 * @return whether the claim waits (a later poll is scheduled)
+	 */
+	private static boolean poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
 			MethodInvocation invocation, CompletableFuture<Object> result, boolean callerThread, AtomicLong round,
-			long mine, UnaryOperator<Runnable> context, @Nullable Runnable observe) {
+			long mine, UnaryOperator<Runnable> context, @Nullable Runnable observe,
+			AtomicReference<@Nullable Runnable> stillWaiting) {
 		if (round.get() != mine) {
-			return; // a wake-up started a newer round of polls
+			return false; // a wake-up started a newer round of polls
 		}
 		if (result.isDone()) {
 			reservation.cancel();
-			return;
+			return false;
 		}
 		long delay;
 		try {
 			delay = reservation.poll();
 		}
 		catch (IllegalStateException ex) {
-			return; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
+			return false; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
 		}
 		catch (RuntimeException ex) {
 			refused(plan, invocation, result, ex);
-			return;
+			return false;
 		}
 		if (delay > 0) {
 			try {
 				executors.timer()
-					.schedule(() -> poll(plan, executors, reservation, invocation, result, false, round, mine,
-							context, observe), delay, TimeUnit.NANOSECONDS);
+					.schedule(() -> {
+						poll(plan, executors, reservation, invocation, result, false, round, mine, context, observe,
+								stillWaiting);
+					}, delay, TimeUnit.NANOSECONDS);
+				return true;
 			}
 			catch (RejectedExecutionException ex) {
 				// the timer has stopped (the application is shutting down): give the tokens back, fail the call
@@ -186,14 +216,17 @@ final class AsyncInvocations {
 					result.completeExceptionally(ex);
 				}
 			}
-			return;
+			return false;
 		}
 		Permit permit;
 		try {
 			permit = reservation.permit();
 		}
 		catch (IllegalStateException ex) {
-			return; // cancelled meanwhile: the future is done
+			return false; // cancelled meanwhile: the future is done
+		}
+		if (!callerThread) {
+			stopsWaiting(stillWaiting);
 		}
 		Runnable task = (observe == null) ? () -> run(plan, permit, invocation, result) : () -> {
 			try {
@@ -219,6 +252,7 @@ final class AsyncInvocations {
 				result.completeExceptionally(ex);
 			}
 		}
+		return false;
 	}
 
 	private static void run(InvocationPlan plan, Permit permit, MethodInvocation invocation,

@@ -47,6 +47,29 @@ class ShutdownWhileWaitingTests {
 		assertThat(reports.get().calls()).isEqualTo(1);
 	}
 
+	/**
+	 * What ends a waiting call at shutdown is held only while the call waits for its tokens. Found in
+	 * review: it was registered for every call, including those that found their tokens there (a
+	 * concurrent set's add and remove on the hot path), and held until the call's future completed, so
+	 * the calls of a method whose futures never complete (a client that is never answered, say) stayed
+	 * held, arguments included, for as long as the application ran.
+	 */
+	@Test
+	void callsThatNoLongerWaitForTokensAreNotHeldUntilShutdown() {
+		this.runner.withPropertyValues("ratelimit.buckets.reports.rate=1000000", "ratelimit.buckets.reports.period=1s",
+				"ratelimit.buckets.reports.limit=1000").run((context) -> {
+					Reports reports = context.getBean(Reports.class);
+					for (int i = 0; i < 100; i++) {
+						assertThat(reports.never("call " + i)).isNotDone();
+					}
+					java.lang.reflect.Field onClose = RateLimitExecutors.class.getDeclaredField("onClose");
+					onClose.setAccessible(true);
+					assertThat((java.util.Set<?>) onClose.get(context.getBean(RateLimitExecutors.class)))
+						.as("calls held for shutdown after they got their tokens")
+						.isEmpty();
+				});
+	}
+
 	@Configuration(proxyBeanMethods = false)
 	static class ReportsConfiguration {
 
@@ -64,6 +87,11 @@ class ShutdownWhileWaitingTests {
 		public CompletableFuture<String> render(String name) {
 			this.calls.incrementAndGet();
 			return CompletableFuture.completedFuture(name);
+		}
+
+		@RateLimited("reports")
+		public CompletableFuture<String> never(String name) {
+			return new CompletableFuture<>(); // never completes
 		}
 
 		public int calls() {
