@@ -157,9 +157,10 @@ final class FailureDetector {
 		boolean probe = false;
 		if (this.down) {
 			long now = this.clock.getAsLong();
-			// still in use while on the policy: a key's bucket that the bucket had forgotten says so again
+			// still in use while on the policy: a key's bucket that the bucket had forgotten says so again (only
+			// a key's detector is ever forgotten: the others' calls skip the shared map, contended otherwise)
 			String error = this.lastError;
-			if (this.said.asked(this, (error != null) ? error : "no answer", now)) {
+			if (this.droppable && this.said.asked(this, (error != null) ? error : "no answer", now)) {
 				sayDown(this.failures.get(), (error != null) ? error : "no answer");
 			}
 			Call out = this.lastProbe;
