@@ -96,6 +96,9 @@ public abstract class AbstractReservation implements Reservation {
 	/** What {@link #wake()} runs for a caller that waits without a thread, set by {@link #onWake}. */
 	private volatile @Nullable Runnable wakeAction;
 
+	/** Whether the last poll found the limiter's answer not come yet ({@link #AWAITING_ANSWER}). */
+	private volatile boolean awaitingAnswer;
+
 	/** Whether the claim had to wait for tokens (R4): set once, never cleared. */
 	private volatile boolean waitedForTokens;
 
@@ -217,6 +220,7 @@ public abstract class AbstractReservation implements Reservation {
 		}
 		long now = this.clock.getAsLong();
 		long delay = delayNanos(now);
+		this.awaitingAnswer = (delay == AWAITING_ANSWER);
 		if (delay != 0 && delay != AWAITING_ANSWER && !this.waitedForTokens) {
 			this.waitedForTokens = true; // told to wait for time or releases (R4)
 		}
@@ -345,6 +349,11 @@ public abstract class AbstractReservation implements Reservation {
 	@Override
 	public void onWake(Runnable action) {
 		this.wakeAction = action;
+	}
+
+	@Override
+	public boolean awaitingAnswer() {
+		return this.awaitingAnswer;
 	}
 
 	private Permit awaitParked() throws InterruptedException {

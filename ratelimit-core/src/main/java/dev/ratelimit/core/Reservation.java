@@ -63,4 +63,16 @@ public interface Reservation {
 	 */
 	default void onWake(Runnable action) {
 	}
+
+	/**
+	 * Whether the limiter has not said yet, as of the last {@link #poll()}, whether the claim is covered: a
+	 * remote limiter whose answer has not come (the delay that poll returned is then only when to look
+	 * again). A caller that decides over several claims (one refusal names the longest of the refusing
+	 * waits) waits for these answers before it decides.
+	 *
+	 * @return {@code true} while the answer is awaited; {@code false} for a limiter that always knows
+	 */
+	default boolean awaitingAnswer() {
+		return false;
+	}
 }

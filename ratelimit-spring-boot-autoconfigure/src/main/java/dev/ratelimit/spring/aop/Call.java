@@ -81,6 +81,7 @@ final class Call implements Reservation, Permit {
 		this.permits = permits;
 		this.kept = new boolean[limits.length];
 		this.decided = new boolean[limits.length];
+		this.refusedAt = new RateLimitExceededException[limits.length];
 		this.targets = (targets != null) ? targets : new RateLimiter[limits.length];
 	}
 
@@ -103,20 +104,38 @@ final class Call implements Reservation, Permit {
 		this.decided[i] = true;
 	}
 
+	/**
+	 * Refusals by remote buckets (Redis) found at a poll while another remote claim's answer had not come:
+	 * decided when every answer is in, so that the refusal names the longest of the refusing waits (the
+	 * answer that comes last may refuse with a longer one). Meanwhile only the claims awaiting an answer are
+	 * polled; the others are polled once more when the call is decided. A refusal by a bucket in this JVM
+	 * (a capped bucket past its max-wait) is decided at once, as is one found at the claim.
+	 */
+	private boolean holding;
+
+	/** The refusal of each claim refused at an earlier poll (its tokens went back), while the call's is held. */
+	private final @Nullable RateLimitExceededException[] refusedAt;
+
+	/** How soon a call holding a refusal looks again when no claim said when (the answer wakes it). */
+	private static final long ANSWER_POLL_NANOS = 1_000_000L;
+
 	@Override
-	public long poll() {
+	public synchronized long poll() {
 		if (this.state.get() == CANCELLED) {
 			throw new IllegalStateException("Reservation already cancelled");
 		}
+		boolean holding = this.holding;
 		long soonest = 0;
-		Refusals refusals = null;
+		boolean refused = holding;
+		boolean localRefused = false;
+		boolean unanswered = false;
 		// refusals found here (a Redis answer, a capped wait for releases past its max-wait) are decided
 		// as at the claim: every part is asked, the longest wait is named and alone counted
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < this.parts.length; i++) {
 				Reservation part = this.parts[i];
-				if (part == null) {
+				if (part == null || this.refusedAt[i] != null || (holding && this.limits[i].local)) {
 					continue;
 				}
 				try {
@@ -124,16 +143,45 @@ final class Call implements Reservation, Permit {
 					if (delay > 0 && (soonest == 0 || delay < soonest)) {
 						soonest = delay;
 					}
+					unanswered |= part.awaitingAnswer();
 				}
 				catch (RateLimitExceededException ex) {
-					refusals = Refusals.add(refusals, this.limits[i], ex);
+					this.refusedAt[i] = ex;
+					refused = true;
+					localRefused |= this.limits[i].local;
+				}
+			}
+			if (refused && !unanswered && holding) {
+				// every answer is in: the buckets in this JVM are asked once more before the call is decided
+				for (int i = 0; i < this.parts.length; i++) {
+					Reservation part = this.parts[i];
+					if (part == null || this.refusedAt[i] != null || !this.limits[i].local) {
+						continue;
+					}
+					try {
+						part.poll();
+					}
+					catch (RateLimitExceededException ex) {
+						this.refusedAt[i] = ex;
+					}
 				}
 			}
 		}
 		finally {
 			BucketStats.defer(deferred);
 		}
-		if (refusals != null) {
+		if (refused && unanswered && !localRefused) {
+			this.holding = true;
+			return (soonest == 0) ? ANSWER_POLL_NANOS : soonest;
+		}
+		if (refused) {
+			this.holding = false;
+			Refusals refusals = null;
+			for (int i = 0; i < this.parts.length; i++) {
+				if (this.refusedAt[i] != null) {
+					refusals = Refusals.add(refusals, this.limits[i], this.refusedAt[i]); // listed in claim order
+				}
+			}
 			cancel(); // the refused claims gave their tokens back already; the others do now
 			throw refusals.decide();
 		}

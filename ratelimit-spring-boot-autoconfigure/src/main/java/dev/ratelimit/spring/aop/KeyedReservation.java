@@ -58,4 +58,9 @@ final class KeyedReservation implements Reservation {
 	public void onWake(Runnable action) {
 		this.reservation.onWake(action);
 	}
+
+	@Override
+	public boolean awaitingAnswer() {
+		return this.reservation.awaitingAnswer();
+	}
 }

@@ -95,10 +95,12 @@ import org.springframework.context.annotation.Configuration;
  * and counts granted). The call is granted at the first instant every claim is covered (at the claim,
  * at the time its longest wait runs out, or when a release or a give-back covers the last one): every
  * enforcing bucket counts {@code granted} and times the wait in {@code ratelimit.wait} (when it was
- * not 0), capped tokens go in flight, and the method runs then, once.</li>
+ * not 0 and the bucket's claim was not covered when made), capped tokens go in flight, and the method runs
+ * then, once.</li>
  * <li>A capped claim not covered when its bucket's max-wait (the annotation's, or the bucket's) runs
  * out refuses the call at that instant (a release at the same instant comes too late), and so does a
- * remote answer that is a refusal, when it comes: every
+ * remote answer that is a refusal, when it comes, or, when another remote answer has not come yet, when
+ * the last of them comes (it may refuse with a longer wait; the capped buckets are asked again then): every
  * claim is given back (waiters behind move up at once), the shadow bucket gets its tokens back (never
  * above its limit) and its count is taken back (a meter never goes down: it shows the highest count it
  * showed until the count passes it), and the refusal names, among the buckets refusing at that instant,
@@ -1099,7 +1101,9 @@ class SeveralBucketsPollModelTests {
 					}
 					boolean within = true;
 					long ready = this.now;
-					long refusal = Long.MAX_VALUE;
+					long refusal = Long.MAX_VALUE; // the first refusal by a remote answer
+					long localRefusal = Long.MAX_VALUE; // the first capped deadline passed
+					long answers = this.now; // when every remote answer is in
 					for (Part part : call.parts) {
 						if (Config.shadow(part.bucket)) {
 							continue;
@@ -1110,16 +1114,19 @@ class SeveralBucketsPollModelTests {
 								refusal = Math.min(refusal, part.answerAt);
 							}
 							ready = Math.max(ready, part.answerAt);
+							answers = Math.max(answers, part.answerAt);
 							continue;
 						}
 						RefBucket ref = ref(part.bucket);
 						if (!ref.withinCeiling(call)) {
 							within = false;
-							refusal = Math.min(refusal, call.start + part.maxWait);
+							localRefusal = Math.min(localRefusal, call.start + part.maxWait);
 						}
 						ready = Math.max(ready, this.now + ref.rateWait(call));
 					}
-					long at = within ? ready : refusal;
+					// a refusal by a bucket here is decided at once; one by a remote answer waits for the other
+					// remote answers (one may refuse with a longer wait), the buckets here asked again then
+					long at = within ? ready : (localRefusal <= refusal) ? localRefusal : Math.max(refusal, answers);
 					if (at < best) {
 						best = at;
 						next = call;
@@ -1642,6 +1649,11 @@ class SeveralBucketsPollModelTests {
 						}
 						this.state = 1;
 						return 0;
+					}
+
+					@Override
+					public boolean awaitingAnswer() {
+						return this.state == 0 && ScriptedRemote.this.clock.get() < answer[0];
 					}
 
 					@Override
