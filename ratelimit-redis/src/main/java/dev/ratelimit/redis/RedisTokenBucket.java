@@ -66,8 +66,9 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * gives them back. So a call that Redis alone does not answer in time (one slow reply, a cold start,
  * while the bucket has not switched) is limited by what this instance's calls have already taken: on
  * one instance the bucket's bound holds whether Redis or the mirror decided (up to the difference between
- * Redis's clock and this one's). Across instances each mirror knows only its own instance's calls, so
- * unanswered calls may add up to one mirror's worth per instance. When the bucket switches to its policy,
+ * Redis's clock and this one's), for the calls it decided that reached Redis (their late grants stay
+ * there). Across instances each mirror knows only its own instance's calls, so while calls keep timing
+ * out the instances together may go up to each one's own bound (the README's "One slow reply"). When the bucket switches to its policy,
  * the in-memory bucket goes on from there: it started full when the bucket was made, and a switch does
  * not fill it again (that would let this instance take {@code limit} more at once, beyond its bound); it
  * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate, not

@@ -134,35 +134,25 @@ final class Call implements Reservation, Permit {
 		boolean deferred = BucketStats.defer(true);
 		try {
 			for (int i = 0; i < this.parts.length; i++) {
-				Reservation part = this.parts[i];
-				if (part == null || this.refusedAt[i] != null || (holding && this.limits[i].local)) {
+				if (holding && this.limits[i].local) {
 					continue;
 				}
-				try {
-					long delay = part.poll();
-					if (delay > 0 && (soonest == 0 || delay < soonest)) {
-						soonest = delay;
-					}
-					unanswered |= part.awaitingAnswer();
-				}
-				catch (RateLimitExceededException ex) {
-					this.refusedAt[i] = ex;
+				long delay = pollPart(i);
+				if (delay == REFUSED) {
 					refused = true;
 					localRefused |= this.limits[i].local;
+					continue;
 				}
+				if (delay > 0 && (soonest == 0 || delay < soonest)) {
+					soonest = delay;
+				}
+				unanswered |= this.parts[i] != null && this.parts[i].awaitingAnswer();
 			}
 			if (refused && !unanswered && holding) {
 				// every answer is in: the buckets in this JVM are asked once more before the call is decided
 				for (int i = 0; i < this.parts.length; i++) {
-					Reservation part = this.parts[i];
-					if (part == null || this.refusedAt[i] != null || !this.limits[i].local) {
-						continue;
-					}
-					try {
-						part.poll();
-					}
-					catch (RateLimitExceededException ex) {
-						this.refusedAt[i] = ex;
+					if (this.limits[i].local) {
+						pollPart(i);
 					}
 				}
 			}
@@ -176,16 +166,35 @@ final class Call implements Reservation, Permit {
 		}
 		if (refused) {
 			this.holding = false;
-			Refusals refusals = null;
-			for (int i = 0; i < this.parts.length; i++) {
-				if (this.refusedAt[i] != null) {
-					refusals = Refusals.add(refusals, this.limits[i], this.refusedAt[i]); // listed in claim order
-				}
-			}
+			Refusals refusals = Refusals.inClaimOrder(this.limits, this.refusedAt);
 			cancel(); // the refused claims gave their tokens back already; the others do now
 			throw refusals.decide();
 		}
 		return soonest;
+	}
+
+	/** What {@link #pollPart} returns for a claim that refused (now or at an earlier poll). */
+	private static final long REFUSED = -1;
+
+	/**
+	 * Polls claim {@code i} unless it is a shadow bucket's or refused already: its delay ({@code 0} for
+	 * none to poll), or {@link #REFUSED}, its refusal kept in {@link #refusedAt}.
+	 */
+	private long pollPart(int i) {
+		Reservation part = this.parts[i];
+		if (part == null) {
+			return 0;
+		}
+		if (this.refusedAt[i] != null) {
+			return REFUSED;
+		}
+		try {
+			return part.poll();
+		}
+		catch (RateLimitExceededException ex) {
+			this.refusedAt[i] = ex;
+			return REFUSED;
+		}
 	}
 
 	@Override

@@ -357,20 +357,17 @@ final class InvocationPlan {
 				// a claim that was accepted but refuses at its first look (a capped bucket with max-wait 0 whose
 				// tokens are in flight) refuses the call as well: it is named and listed as at a poll, in claim order
 				for (int i = 0; i < count; i++) {
-					RateLimitExceededException ex = refused[i];
 					Reservation part = call.parts[i];
-					if (ex == null && part != null) {
+					if (refused[i] == null && part != null) {
 						try {
 							part.poll();
 						}
 						catch (RateLimitExceededException refusal) {
-							ex = refusal;
+							refused[i] = refusal;
 						}
 					}
-					if (ex != null) {
-						refusals = Refusals.add(refusals, this.limits[i], ex);
-					}
 				}
+				refusals = Refusals.inClaimOrder(this.limits, refused);
 				call.cancel();
 			}
 			else {

@@ -45,6 +45,23 @@ final class Refusals {
 	}
 
 	/**
+	 * The refusals of a call's claims, listed in claim order.
+	 *
+	 * @param limits the call's buckets
+	 * @param refused each claim's refusal, {@code null} where it did not refuse
+	 * @return the refusals, or {@code null} when none refused
+	 */
+	static @Nullable Refusals inClaimOrder(Limit[] limits, @Nullable RateLimitExceededException[] refused) {
+		Refusals refusals = null;
+		for (int i = 0; i < limits.length; i++) {
+			if (refused[i] != null) {
+				refusals = add(refusals, limits[i], refused[i]);
+			}
+		}
+		return refusals;
+	}
+
+	/**
 	 * Counts the refusal on the bucket it names (with refusals deferred, no other counted it).
 	 *
 	 * @return what the call throws
