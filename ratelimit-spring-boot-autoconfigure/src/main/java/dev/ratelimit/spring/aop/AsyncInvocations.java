@@ -57,61 +57,8 @@ final class AsyncInvocations {
 			refused(plan, invocation, result, ex);
 			return result;
 		}
-		// what ends the call if the application stops while it waits: registered once its first poll finds it
-		// waiting (a call that finds its tokens there costs nothing), held until it stops waiting
-		AtomicReference<@Nullable Runnable> stillWaiting = new AtomicReference<>();
-		result.whenComplete((value, failure) -> {
-			stopsWaiting(stillWaiting);
-			if (result.isCancelled()) {
-				reservation.cancel();
-			}
-		});
-		// a caller ahead that gives up (or a release, a retune) wakes the reservation: poll again at once
-		// instead of waiting out a stale delay; polls scheduled before the wake-up then do nothing. While a
-		// wake-up's round has not started, later wake-ups add nothing: it polls after them (see the class notes)
-		AtomicLong round = new AtomicLong();
-		AtomicBoolean wakePending = new AtomicBoolean();
-		reservation.onWake(() -> {
-			if (wakePending.getAndSet(true)) {
-				return;
-			}
-			long next = round.incrementAndGet();
-			try {
-				executors.timer().execute(() -> {
-					wakePending.set(false);
-					poll(plan, executors, reservation, invocation, result, false, round, next, context, observe,
-							stillWaiting);
-				});
-			}
-			catch (RejectedExecutionException ex) {
-				// the timer has stopped: the application is shutting down, which ends this call
-			}
-		});
-		if (poll(plan, executors, reservation, invocation, result, true, round, 0, context, observe, stillWaiting)) {
-			// the application stops while the call waits: nobody polls its claim any more, so it ends now
-			Runnable deregister = executors.whenClosed(() -> {
-				if (reservation.cancel()) {
-					result.completeExceptionally(new RejectedExecutionException("The application is shutting down: "
-							+ invocation.getMethod().getName() + " was waiting for its tokens and did not run"));
-				}
-			});
-			if (!stillWaiting.compareAndSet(null, deregister)) {
-				deregister.run(); // it stopped waiting meanwhile
-			}
-		}
+		new Waiting(plan, executors, reservation, invocation, result, context, observe).start();
 		return result;
-	}
-
-	/** What a call no longer waiting sets, so that a registration that comes after it undoes itself. */
-	private static final Runnable STOPPED_WAITING = () -> {
-	};
-
-	/** The call no longer waits for its tokens (granted, refused or done): shutdown need not end it. */
-	private static void stopsWaiting(AtomicReference<@Nullable Runnable> stillWaiting) {
-		Runnable deregister = stillWaiting.getAndSet(STOPPED_WAITING);
-		if (deregister != null) {
-			deregister.run();
-		}
 	}
 
 	/**
@@ -175,84 +122,181 @@ final class AsyncInvocations {
 	}
 
 	/**
-	 * Polls the call's claim: runs the call when its tokens are there, else polls again later.
-	 *
-	 * @return whether the claim waits (a later poll is scheduled)
+	 * One call's claim, polled on the timer until its tokens are there: the rounds of polls (a wake-up
+	 * starts a new one, at most one queued at a time) and what ends it at shutdown while it waits.
 	 */
-	private static boolean poll(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
-			MethodInvocation invocation, CompletableFuture<Object> result, boolean callerThread, AtomicLong round,
-			long mine, UnaryOperator<Runnable> context, @Nullable Runnable observe,
-			AtomicReference<@Nullable Runnable> stillWaiting) {
-		if (round.get() != mine) {
-			return false; // a wake-up started a newer round of polls
+	private static final class Waiting {
+
+		/** What a call no longer waiting sets, so that a registration that comes after it undoes itself. */
+		private static final Runnable STOPPED_WAITING = () -> {
+		};
+
+		private final InvocationPlan plan;
+
+		private final RateLimitExecutors executors;
+
+		private final Reservation reservation;
+
+		private final MethodInvocation invocation;
+
+		private final CompletableFuture<Object> result;
+
+		private final UnaryOperator<Runnable> context;
+
+		private final @Nullable Runnable observe;
+
+		/** The round of polls in force: polls of an older round (scheduled before a wake-up) do nothing. */
+		private final AtomicLong round = new AtomicLong();
+
+		/** Whether a wake-up's round is queued on the timer and has not started. */
+		private final AtomicBoolean wakePending = new AtomicBoolean();
+
+		/**
+		 * What ends the call if the application stops while it waits: registered once its first poll finds
+		 * it waiting (a call that finds its tokens there costs nothing), held until it stops waiting.
+		 */
+		private final AtomicReference<@Nullable Runnable> stillWaiting = new AtomicReference<>();
+
+		Waiting(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
+				MethodInvocation invocation, CompletableFuture<Object> result, UnaryOperator<Runnable> context,
+				@Nullable Runnable observe) {
+			this.plan = plan;
+			this.executors = executors;
+			this.reservation = reservation;
+			this.invocation = invocation;
+			this.result = result;
+			this.context = context;
+			this.observe = observe;
 		}
-		if (result.isDone()) {
-			reservation.cancel();
-			return false;
+
+		void start() {
+			this.result.whenComplete((value, failure) -> {
+				stopsWaiting();
+				if (this.result.isCancelled()) {
+					this.reservation.cancel();
+				}
+			});
+			// a caller ahead that gives up (or a release, a retune) wakes the reservation: poll again at once
+			// instead of waiting out a stale delay. While a wake-up's round has not started, later wake-ups add
+			// nothing: it polls after them (see the class notes)
+			this.reservation.onWake(this::wake);
+			if (poll(true, 0)) {
+				// the application stops while the call waits: nobody polls its claim any more, so it ends now
+				Runnable deregister = this.executors.whenClosed(() -> {
+					if (this.reservation.cancel()) {
+						this.result.completeExceptionally(new RejectedExecutionException(
+								"The application is shutting down: " + this.invocation.getMethod().getName()
+										+ " was waiting for its tokens and did not run"));
+					}
+				});
+				if (!this.stillWaiting.compareAndSet(null, deregister)) {
+					deregister.run(); // it stopped waiting meanwhile
+				}
+			}
 		}
-		long delay;
-		try {
-			delay = reservation.poll();
-		}
-		catch (IllegalStateException ex) {
-			return false; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
-		}
-		catch (RuntimeException ex) {
-			refused(plan, invocation, result, ex);
-			return false;
-		}
-		if (delay > 0) {
+
+		private void wake() {
+			if (this.wakePending.getAndSet(true)) {
+				return;
+			}
+			long next = this.round.incrementAndGet();
 			try {
-				executors.timer()
-					.schedule(() -> {
-						poll(plan, executors, reservation, invocation, result, false, round, mine, context, observe,
-								stillWaiting);
-					}, delay, TimeUnit.NANOSECONDS);
-				return true;
+				this.executors.timer().execute(() -> {
+					this.wakePending.set(false);
+					poll(false, next);
+				});
 			}
 			catch (RejectedExecutionException ex) {
-				// the timer has stopped (the application is shutting down): give the tokens back, fail the call
-				if (reservation.cancel()) {
-					result.completeExceptionally(ex);
+				// the timer has stopped: the application is shutting down, which ends this call
+			}
+		}
+
+		/** The call no longer waits for its tokens (granted, refused or done): shutdown need not end it. */
+		private void stopsWaiting() {
+			Runnable deregister = this.stillWaiting.getAndSet(STOPPED_WAITING);
+			if (deregister != null) {
+				deregister.run();
+			}
+		}
+
+		/**
+		 * Polls the call's claim: runs the call when its tokens are there, else polls again later.
+		 *
+		 * @param callerThread whether this is the caller's own first poll (the call then runs on its thread)
+		 * @param mine the round of polls this one belongs to
+		 * @return whether the claim waits (a later poll is scheduled)
+		 */
+		private boolean poll(boolean callerThread, long mine) {
+			if (this.round.get() != mine) {
+				return false; // a wake-up started a newer round of polls
+			}
+			if (this.result.isDone()) {
+				this.reservation.cancel();
+				return false;
+			}
+			long delay;
+			try {
+				delay = this.reservation.poll();
+			}
+			catch (IllegalStateException ex) {
+				return false; // granted by another round of polls (a wake-up raced it), or cancelled: handled there
+			}
+			catch (RuntimeException ex) {
+				refused(this.plan, this.invocation, this.result, ex);
+				return false;
+			}
+			if (delay > 0) {
+				try {
+					this.executors.timer().schedule(() -> {
+						poll(false, mine);
+					}, delay, TimeUnit.NANOSECONDS);
+					return true;
+				}
+				catch (RejectedExecutionException ex) {
+					// the timer has stopped (the application is shutting down): give the tokens back, fail the call
+					if (this.reservation.cancel()) {
+						this.result.completeExceptionally(ex);
+					}
+				}
+				return false;
+			}
+			Permit permit;
+			try {
+				permit = this.reservation.permit();
+			}
+			catch (IllegalStateException ex) {
+				return false; // cancelled meanwhile: the future is done
+			}
+			if (!callerThread) {
+				stopsWaiting();
+			}
+			Runnable observe = this.observe;
+			Runnable task = (observe == null) ? () -> run(this.plan, permit, this.invocation, this.result) : () -> {
+				try {
+					observe.run();
+				}
+				catch (RuntimeException ex) {
+					permit.close();
+					this.result.completeExceptionally(ex);
+					return;
+				}
+				run(this.plan, permit, this.invocation, this.result);
+			};
+			if (callerThread) {
+				task.run();
+			}
+			else {
+				try {
+					this.executors.runner().execute(this.context.apply(task));
+				}
+				catch (RuntimeException ex) {
+					// the executor refused (the application is shutting down): nothing ran, the tokens go back
+					permit.close();
+					this.result.completeExceptionally(ex);
 				}
 			}
 			return false;
 		}
-		Permit permit;
-		try {
-			permit = reservation.permit();
-		}
-		catch (IllegalStateException ex) {
-			return false; // cancelled meanwhile: the future is done
-		}
-		if (!callerThread) {
-			stopsWaiting(stillWaiting);
-		}
-		Runnable task = (observe == null) ? () -> run(plan, permit, invocation, result) : () -> {
-			try {
-				observe.run();
-			}
-			catch (RuntimeException ex) {
-				permit.close();
-				result.completeExceptionally(ex);
-				return;
-			}
-			run(plan, permit, invocation, result);
-		};
-		if (callerThread) {
-			task.run();
-		}
-		else {
-			try {
-				executors.runner().execute(context.apply(task));
-			}
-			catch (RuntimeException ex) {
-				// the executor refused (the application is shutting down): nothing ran, the tokens go back
-				permit.close();
-				result.completeExceptionally(ex);
-			}
-		}
-		return false;
 	}
 
 	private static void run(InvocationPlan plan, Permit permit, MethodInvocation invocation,
