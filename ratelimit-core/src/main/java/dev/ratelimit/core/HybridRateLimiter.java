@@ -68,7 +68,9 @@ import org.jspecify.annotations.Nullable;
  * any rate from 0.001 per second to 10^9 per second. ({@code HybridRateLimiterTests}).</li>
  * <li>P4. <b>Waiters in order</b>: tickets are covered in order; a waiter that gives up removes its
  * claim (the tail moves back, or its claim becomes a hole that the callers behind it skip at once);
- * blocked waiters are woken to look again. ({@code HybridRateLimiterModelTests}).</li>
+ * the waiters behind it, and only they, are woken to look again (a refusal at the claim is the last in
+ * line and wakes nobody; a refund or a retune wakes every waiter, a charge nobody).
+ * ({@code HybridRateLimiterModelTests}; the wake-ups: {@code HybridRateLimiterTests}).</li>
  * <li>P5. <b>Time never goes back</b>: a fill for an instant not after the last one does nothing.</li>
  * <li>P6. <b>A refund and a charge change what the call took, nothing else.</b> Both first fill up to
  * now (so the time before them is accounted as it was). {@link #refund(long) refund(n)} (a granted call
@@ -768,6 +770,18 @@ public final class HybridRateLimiter implements RateLimiter {
 		}
 	}
 
+	/**
+	 * P4: a claim given back at {@code ticket} moves up the claims behind it, and only them (its hole
+	 * credits later tickets; the claims ahead are covered by the head, which does not move).
+	 */
+	private void wakeBehind(long ticket) {
+		for (Claim claim : this.sleepers) {
+			if (claim.ticket - ticket > 0) {
+				claim.wakeUp();
+			}
+		}
+	}
+
 	/** A refund's or a charge's operations: any {@code n >= 0}. */
 	private static long checkedAmount(long n) {
 		if (n < 0) {
@@ -943,7 +957,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			finally {
 				HybridRateLimiter.this.lock.unlock();
 			}
-			wakeAll();
+			wakeBehind(this.ticket);
 		}
 
 		@Override

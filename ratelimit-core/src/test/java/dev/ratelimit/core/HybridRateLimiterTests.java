@@ -409,4 +409,35 @@ class HybridRateLimiterTests {
 		assertThat(woken[0]).isEqualTo(1);
 		assertThat(behind.poll()).isEqualTo(Duration.ofMillis(1).toNanos());
 	}
+
+	/** P4: a refusal wakes nobody; a waiter that gives up wakes the claims behind it, once each, and none ahead. */
+	@Test
+	void aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt() {
+		HybridRateLimiter pacer = pacer(1000).burstRatio(1.0).build();
+		drain(pacer);
+		int[] woken = new int[4];
+		Reservation[] waiters = new Reservation[4];
+		for (int i = 0; i < waiters.length; i++) {
+			waiters[i] = pacer.reserve(2, Duration.ofMillis(10));
+			int which = i;
+			waiters[i].onWake(() -> woken[which]++);
+		}
+		for (int i = 0; i < 50; i++) {
+			assertThat(pacer.tryAcquire(1)).isFalse();
+			assertThatThrownBy(() -> pacer.reserve(1, Duration.ofMillis(2)))
+				.isInstanceOf(RateLimitExceededException.class);
+		}
+		assertThat(woken).containsExactly(0, 0, 0, 0);
+		waiters[3].cancel(); // the last in line: nobody moves
+		assertThat(woken).containsExactly(0, 0, 0, 0);
+		waiters[1].cancel(); // a hole: the third moves up
+		assertThat(woken).containsExactly(0, 0, 1, 0);
+		assertThat(waiters[2].poll()).isEqualTo(Duration.ofMillis(4).toNanos());
+		assertThat(waiters[0].poll()).isEqualTo(Duration.ofMillis(2).toNanos());
+		// a refund or a retune may move anyone: every waiter is told
+		pacer.refund(1);
+		assertThat(woken).containsExactly(1, 0, 2, 0);
+		pacer.updateRate(2000, Duration.ofSeconds(1));
+		assertThat(woken).containsExactly(2, 0, 3, 0);
+	}
 }
