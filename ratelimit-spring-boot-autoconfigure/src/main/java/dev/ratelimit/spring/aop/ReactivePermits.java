@@ -1,6 +1,8 @@
 package dev.ratelimit.spring.aop;
 
+import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.Supplier;
@@ -40,42 +42,99 @@ public final class ReactivePermits {
 				return;
 			}
 			sink.onCancel(reservation::cancel);
-			// woken when a caller ahead gives up: poll again at once; older scheduled polls do nothing
-			AtomicLong round = new AtomicLong();
-			reservation.onWake(() -> {
-				long next = round.incrementAndGet();
-				Schedulers.parallel().schedule(() -> poll(reservation, sink, refusal, round, next));
-			});
-			poll(reservation, sink, refusal, round, 0);
+			new Polls(reservation, sink, refusal).start();
 		});
 	}
 
-	private static void poll(Reservation reservation, MonoSink<Permit> sink,
-			Function<RuntimeException, Throwable> refusal, AtomicLong round, long mine) {
-		if (round.get() != mine) {
-			return;
+	/**
+	 * The polls of one claim. A wake-up (a caller ahead gave up, a release, a retune) starts a new round
+	 * at once, and older scheduled polls do nothing; while a wake-up's round has not started, later
+	 * wake-ups add nothing (it polls after them, so it sees every change they announced). Without that,
+	 * a burst of releases queues a poll per release per waiting claim on the scheduler.
+	 */
+	private static final class Polls {
+
+		private final Reservation reservation;
+
+		private final MonoSink<Permit> sink;
+
+		private final Function<RuntimeException, Throwable> refusal;
+
+		/** The round of polls in force: polls of an older round do nothing. */
+		private final AtomicLong round = new AtomicLong();
+
+		/** Whether a wake-up's round is queued on the scheduler and has not started. */
+		private final AtomicBoolean wakePending = new AtomicBoolean();
+
+		Polls(Reservation reservation, MonoSink<Permit> sink, Function<RuntimeException, Throwable> refusal) {
+			this.reservation = reservation;
+			this.sink = sink;
+			this.refusal = refusal;
 		}
-		long delay;
-		try {
-			delay = reservation.poll();
+
+		void start() {
+			this.reservation.onWake(this::wake);
+			poll(0);
 		}
-		catch (IllegalStateException ex) {
-			return; // cancelled
+
+		private void wake() {
+			if (this.wakePending.getAndSet(true)) {
+				return;
+			}
+			long next = this.round.incrementAndGet();
+			schedule(() -> {
+				this.wakePending.set(false);
+				poll(next);
+			}, 0);
 		}
-		catch (RuntimeException ex) {
-			sink.error(refusal.apply(ex));
-			return;
+
+		private void poll(long mine) {
+			if (this.round.get() != mine) {
+				return;
+			}
+			long delay;
+			try {
+				delay = this.reservation.poll();
+			}
+			catch (IllegalStateException ex) {
+				return; // granted by another round (a wake-up raced it), or cancelled: handled there
+			}
+			catch (RuntimeException ex) {
+				this.sink.error(this.refusal.apply(ex));
+				return;
+			}
+			if (delay > 0) {
+				schedule(() -> poll(mine), delay);
+				return;
+			}
+			Permit permit;
+			try {
+				permit = this.reservation.permit();
+			}
+			catch (IllegalStateException ex) {
+				return; // cancelled meanwhile: the tokens went back with the cancel
+			}
+			this.sink.success(permit);
 		}
-		if (delay > 0) {
-			Schedulers.parallel().schedule(() -> poll(reservation, sink, refusal, round, mine), delay,
-					TimeUnit.NANOSECONDS);
-			return;
-		}
-		try {
-			sink.success(reservation.permit());
-		}
-		catch (IllegalStateException ex) {
-			// cancelled meanwhile: the tokens went back with the cancel
+
+		/**
+		 * Schedules a poll on Reactor's parallel scheduler; when it refuses (disposed: the application is
+		 * shutting down), nobody would poll the claim again, so its tokens go back and the call fails.
+		 */
+		private void schedule(Runnable poll, long delayNanos) {
+			try {
+				if (delayNanos == 0) {
+					Schedulers.parallel().schedule(poll);
+				}
+				else {
+					Schedulers.parallel().schedule(poll, delayNanos, TimeUnit.NANOSECONDS);
+				}
+			}
+			catch (RejectedExecutionException ex) {
+				if (this.reservation.cancel()) {
+					this.sink.error(ex);
+				}
+			}
 		}
 	}
 }
