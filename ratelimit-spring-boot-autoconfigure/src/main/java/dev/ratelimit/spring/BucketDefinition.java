@@ -104,7 +104,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			throw RateLimitConfigurationException.invalidProperty(name, "backend", null, "local or redis");
 		}
 		if (bucket.getRate() == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "rate", "missing", RATE_ACCEPTED);
+			throw RateLimitConfigurationException.missingProperty(name, "rate", RATE_ACCEPTED);
 		}
 		Duration period = bucket.getPeriod();
 		Rate exact = resolveRate(name, bucket.getRate(), period);

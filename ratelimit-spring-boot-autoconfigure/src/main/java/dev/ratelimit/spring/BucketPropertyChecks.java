@@ -94,13 +94,13 @@ final class BucketPropertyChecks {
 		}
 		if (DURATIONS.contains(property) && BARE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
 					"a duration with a unit, e.g. " + text.trim() + "ms or " + text.trim() + "s (a bare number has no"
 							+ " unit" + ("max-wait".equals(property) ? "; 0 alone is accepted and means zero)" : ")"));
 		}
 		if (WHOLE_NUMBERS.contains(property) && BARE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).stripTrailingZeros().scale() > 0) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text + origin,
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
 					"a whole number (a fractional " + property + " is not rounded)");
 		}
 	}

@@ -40,8 +40,39 @@ public class RateLimitConfigurationException extends IllegalStateException {
 	 */
 	public static RateLimitConfigurationException invalidProperty(String bucket, String property, @Nullable Object value,
 			String accepted) {
+		return invalidProperty(bucket, property, value, "", accepted);
+	}
+
+	/**
+	 * A bucket property whose value is not accepted, with where it was set.
+	 *
+	 * @param bucket the bucket name
+	 * @param property the property, relative to the bucket (e.g. {@code rate})
+	 * @param value the value found
+	 * @param origin where it was set, e.g. {@code " (class path resource [application.yml] - 12:7)"}, or
+	 *        empty
+	 * @param accepted what is accepted
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException invalidProperty(String bucket, String property, @Nullable Object value,
+			String origin, String accepted) {
 		return new RateLimitConfigurationException(
-				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " is " + quoted(value) + ", which is not accepted.",
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " is " + quoted(value) + origin
+						+ ", which is not accepted.",
+				"Set " + propertyName(bucket, property) + " to " + accepted + ".");
+	}
+
+	/**
+	 * A required bucket property that is not set.
+	 *
+	 * @param bucket the bucket name
+	 * @param property the property, relative to the bucket (e.g. {@code rate})
+	 * @param accepted what is accepted
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException missingProperty(String bucket, String property, String accepted) {
+		return new RateLimitConfigurationException(
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " is not set, and every bucket needs it.",
 				"Set " + propertyName(bucket, property) + " to " + accepted + ".");
 	}
 

@@ -217,7 +217,9 @@ class RateLimitAutoConfigurationTests {
 				"ratelimit.buckets.b." + property + "=" + value)
 			.run((context) -> {
 				RateLimitConfigurationException ex = rootCause(context.getStartupFailure());
-				assertThat(ex.getDescription()).contains("ratelimit.buckets.b." + property + " is '" + value);
+				// the value quoted as written, then where it was set
+				assertThat(ex.getDescription()).contains("ratelimit.buckets.b." + property + " is '" + value + "' (")
+					.contains("from property source");
 				assertThat(ex.getAction()).contains(accepted);
 			});
 	}
@@ -258,7 +260,7 @@ class RateLimitAutoConfigurationTests {
 	void rejectsAMissingRate() {
 		this.runner.withPropertyValues("ratelimit.buckets.b.limit=5")
 			.run((context) -> assertThat(rootCause(context.getStartupFailure()).getDescription())
-				.contains("ratelimit.buckets.b.rate is 'missing'"));
+				.contains("ratelimit.buckets.b.rate is not set"));
 	}
 
 	@Test
