@@ -44,7 +44,10 @@ import org.jspecify.annotations.Nullable;
  * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off (a
  * probe past its timeout that its caller gave up on is failed by the next {@link #send}).</li>
  * <li>A switch to the policy is logged once at WARN, naming the bucket, the policy and the cause, and
- * the way back once at INFO.</li>
+ * the way back once at INFO, for all the detectors of one bucket together ({@link Said}). A key's
+ * detector that its bucket forgot while the key was quiet, and that is asked again after the bucket
+ * was said back, probes at once and says the switch again only if its probe fails: what it knew is
+ * stale, and a key whose node is back must not say a switch and a way back that never happened.</li>
  * <li>A call is settled exactly once: by its reply, by its failure, or by the caller that found it
  * past its timeout (for a probe, also by the next {@link #send} that finds it so). A reply that comes after its call was settled as a timeout is a late reply; the
  * caller handles it (a late grant is given back).</li>
@@ -95,6 +98,12 @@ final class FailureDetector {
 	private volatile int failedProbes;
 
 	private volatile @Nullable String lastError;
+
+	/**
+	 * Whether this key's detector, down, was forgotten by {@link #said} and the bucket said back since: its
+	 * next probe decides, without a word before it ({@link #send}).
+	 */
+	private volatile boolean stale;
 
 	/**
 	 * What the bucket said, shared by the detectors of one bucket's buckets on this instance (its own, its
@@ -160,8 +169,12 @@ final class FailureDetector {
 			// still in use while on the policy: a key's bucket that the bucket had forgotten says so again (only
 			// a key's detector is ever forgotten: the others' calls skip the shared map, contended otherwise)
 			String error = this.lastError;
-			if (this.droppable && this.said.asked(this, (error != null) ? error : "no answer", now)) {
-				sayDown(this.failures.get(), (error != null) ? error : "no answer");
+			if (this.droppable && !this.said.asked(this, (error != null) ? error : "no answer", now)) {
+				// forgotten while its user was quiet, and the bucket has been said back since: what this key knew
+				// is stale (its node may be back too). It probes Redis at once, and says the switch again only
+				// if the probe fails
+				this.stale = true;
+				this.downUntil = now;
 			}
 			Call out = this.lastProbe;
 			if (out != null) {
@@ -193,6 +206,7 @@ final class FailureDetector {
 
 	private void succeeded(Call call, long nanos) {
 		this.failures.set(0);
+		this.stale = false;
 		if (call.probe) {
 			this.probing.set(false);
 		}
@@ -222,6 +236,13 @@ final class FailureDetector {
 			int probes = ++this.failedProbes;
 			this.downUntil = now + backoffNanos(probes);
 			this.probing.set(false);
+			if (this.stale) {
+				// a forgotten key asked again: its probe confirms it runs on the policy
+				this.stale = false;
+				if (this.said.down(this, error, now)) {
+					sayDown(f, error);
+				}
+			}
 		}
 		else if (!this.down && counts && f >= FAILURES_TO_TRIP) {
 			this.failedProbes = 0;
@@ -573,15 +594,24 @@ final class FailureDetector {
 		}
 
 		/**
-		 * {@code detector}, on the policy, was asked: it counts for {@link #FORGET_NANOS} more.
+		 * {@code detector}, on the policy, was asked: it counts for {@link #FORGET_NANOS} more. One that had been
+		 * forgotten counts again, unsaid, while the bucket is still said down; once the bucket has been said back
+		 * it does not: its outage is stale, and only its next probe says whether it is on the policy.
 		 *
-		 * @return whether this is a switch to say (it had been forgotten, and the bucket said it was back)
+		 * @return whether it counts as on the policy; {@code false} when it had been forgotten and the bucket
+		 *         has been said back since
 		 */
 		boolean asked(FailureDetector detector, String error, long now) {
 			if (this.down.replace(detector, now) != null) {
-				return false;
+				return true;
 			}
-			return down(detector, error, now);
+			synchronized (this) {
+				if (this.error == null) {
+					return false;
+				}
+				down(detector, error, now); // (unsaid: the bucket is said down already)
+				return true;
+			}
 		}
 
 		/**
