@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.ObjLongConsumer;
@@ -42,7 +43,10 @@ import org.jspecify.annotations.Nullable;
  * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
  * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
  * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off (a
- * probe past its timeout that its caller gave up on is failed by the next {@link #send}).</li>
+ * probe past its timeout that its caller gave up on is failed by the next {@link #send}). While the
+ * connection is being reconnected by Lettuce no probe is sent (it would wait in Lettuce's buffer and
+ * time out, and the back-off would grow for nothing), and the first call after the connection is open
+ * again probes at once, whatever the back-off: the bucket is back on Redis as soon as it answers.</li>
  * <li>A switch to the policy is logged once at WARN, naming the bucket, the policy and the cause, and
  * the way back once at INFO, for all the detectors of one bucket together ({@link Said}). A key's
  * detector that its bucket forgot while the key was quiet, and that is asked again after the bucket
@@ -117,6 +121,12 @@ final class FailureDetector {
 	 */
 	private final boolean droppable;
 
+	/** Whether the connection is being reconnected now (rule 2). */
+	private final BooleanSupplier reconnecting;
+
+	/** Whether a call found the connection being reconnected since the last probe (rule 2). */
+	private volatile boolean sawReconnecting;
+
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies) {
 		this(bucket, policy, timeoutNanos, clock, replies, new Said());
@@ -129,6 +139,16 @@ final class FailureDetector {
 
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies, Said said, boolean droppable) {
+		this(bucket, policy, timeoutNanos, clock, replies, said, droppable, () -> false);
+	}
+
+	/**
+	 * @param reconnecting whether the connection is being reconnected now (its calls would wait in
+	 *        Lettuce's buffer): no probe is sent meanwhile, and the first call after it probes at once
+	 */
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies, Said said, boolean droppable, BooleanSupplier reconnecting) {
+		this.reconnecting = reconnecting;
 		this.said = said;
 		this.droppable = droppable;
 		this.replies = replies;
@@ -182,6 +202,18 @@ final class FailureDetector {
 				// fails here, and the next back-off starts (rule 2), so the bucket never stays on its policy
 				// for as long as a call that is never answered stays open
 				out.isSettled(now);
+			}
+			if (this.reconnecting.getAsBoolean()) {
+				// a probe would wait in Lettuce's buffer and time out: none until the connection is open (rule 2)
+				if (!this.sawReconnecting) {
+					this.sawReconnecting = true;
+				}
+				return null;
+			}
+			if (this.sawReconnecting) {
+				// the connection has just been reopened: probe now, not at the end of a back-off grown meanwhile
+				this.sawReconnecting = false;
+				this.downUntil = now;
 			}
 			if (now - this.downUntil < 0 || !this.probing.compareAndSet(false, true)) {
 				return null;
@@ -246,6 +278,7 @@ final class FailureDetector {
 		}
 		else if (!this.down && counts && f >= FAILURES_TO_TRIP) {
 			this.failedProbes = 0;
+			this.sawReconnecting = false;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
 			if (this.said.down(this, error, now)) {

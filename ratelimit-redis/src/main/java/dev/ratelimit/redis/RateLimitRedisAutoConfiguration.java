@@ -1,16 +1,23 @@
 package dev.ratelimit.redis;
 
+import java.time.Duration;
+import java.util.concurrent.TimeUnit;
+
 import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.UnavailableBucketBackend;
+import io.lettuce.core.resource.Delay;
 
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingClass;
+import org.springframework.boot.data.redis.autoconfigure.ClientResourcesBuilderCustomizer;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.Ordered;
+import org.springframework.core.annotation.Order;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 
 /**
@@ -31,6 +38,29 @@ public final class RateLimitRedisAutoConfiguration {
 		@Bean
 		RedisBucketBackend rateLimitRedisBucketBackend(RedisConnectionFactory connectionFactory) {
 			return new RedisBucketBackend(connectionFactory);
+		}
+	}
+
+	/**
+	 * Lettuce reconnects a lost connection after a delay that doubles up to 30 s by default, so after an
+	 * outage of half a minute the application's connections (the buckets' one included) could stay closed
+	 * for up to 30 s after Redis answers again, and the buckets on their failure policy with them. The
+	 * buckets probe Redis at most 5 s apart; this caps Lettuce's delay at the same 5 s, for the client
+	 * resources Spring Boot makes. Ordered first: an application's own customizer, or its own
+	 * {@code ClientResources} bean, wins.
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnClass(name = "org.springframework.boot.data.redis.autoconfigure.ClientResourcesBuilderCustomizer")
+	static class LettuceReconnectConfiguration {
+
+		/** The longest wait between two attempts to reconnect. */
+		static final Duration MAX_RECONNECT_DELAY = Duration.ofSeconds(5);
+
+		@Bean
+		@Order(Ordered.HIGHEST_PRECEDENCE)
+		ClientResourcesBuilderCustomizer rateLimitLettuceReconnectDelay() {
+			return (builder) -> builder
+				.reconnectDelay(Delay.exponential(Duration.ZERO, MAX_RECONNECT_DELAY, 2, TimeUnit.MILLISECONDS));
 		}
 	}
 

@@ -230,7 +230,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt, this.tune.said(), this.keyBucket);
+				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting);
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
@@ -295,11 +295,19 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * the policy counts until {@link FailureDetector.Said#FORGET_NANOS} after its last call, and the bucket is
 	 * back at the next answer after that).
 	 *
-	 * @return {@code true} unless several calls in a row have failed
+	 * <p>A bucket whose connection has never opened (Redis was not there, or refused the application, at
+	 * start-up) is down before any call finds it out.
+	 *
+	 * @return {@code true} unless several calls in a row have failed, or the connection is not open
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp() && this.detector.sharedError() == null;
+		return this.detector.isUp() && this.detector.sharedError() == null && this.connection.notConnected() == null;
+	}
+
+	/** Whether Lettuce is reconnecting the bucket's connection now (for tests). */
+	boolean connectionReconnecting() {
+		return this.connection.reconnecting();
 	}
 
 	/**
@@ -313,6 +321,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			return "down: " + this.detector.lastError();
 		}
 		String error = this.detector.sharedError(); // read once: another detector may say Redis is back meanwhile
+		if (error == null) {
+			error = this.connection.notConnected();
+		}
 		return (error != null) ? "down: " + error : "up";
 	}
 

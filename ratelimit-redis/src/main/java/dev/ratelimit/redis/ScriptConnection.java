@@ -169,7 +169,7 @@ final class ScriptConnection implements AutoCloseable {
 			}
 		}
 		catch (RuntimeException ex) {
-			String error = ex.getClass().getSimpleName() + ": " + ex.getMessage();
+			String error = describe(ex);
 			if (this.connectError == null) {
 				logger.warn("Rate limit buckets on Redis cannot connect to " + this.description + " (" + error
 						+ "); they apply their on-failure policy and connect when Redis answers");
@@ -179,6 +179,47 @@ final class ScriptConnection implements AutoCloseable {
 		finally {
 			this.connecting.set(false);
 		}
+	}
+
+	/**
+	 * A failure to connect as the log and the health say it: Lettuce's exception, and the first cause that
+	 * says something else (its "Unable to connect to host:port" is the same for a server that is not there
+	 * and one that refuses the password: the cause tells them apart).
+	 */
+	static String describe(Throwable ex) {
+		String said = ex.getClass().getSimpleName() + ": " + ex.getMessage();
+		String message = String.valueOf(ex.getMessage());
+		for (Throwable cause = ex.getCause(); cause != null && cause != cause.getCause(); cause = cause.getCause()) {
+			if (cause.getMessage() != null && !message.contains(cause.getMessage())) {
+				return said + " (" + cause.getClass().getSimpleName() + ": " + cause.getMessage() + ")";
+			}
+		}
+		return said;
+	}
+
+	/**
+	 * Whether the connection, once open, is being reconnected by Lettuce now (its calls wait in Lettuce's
+	 * buffer until it is open again). A connection never opened is not: calls try to open it.
+	 *
+	 * @return whether Lettuce is reconnecting it
+	 */
+	boolean reconnecting() {
+		StatefulConnection<String, String> open = this.connection;
+		return open != null && !this.closed && !open.isOpen();
+	}
+
+	/**
+	 * Why the connection is not open, while it is not (never opened: Redis was not there, or refused the
+	 * application, when the connection was made, and no background attempt has succeeded since).
+	 *
+	 * @return the reason, or {@code null} once the connection is open
+	 */
+	@Nullable String notConnected() {
+		if (this.commands != null || this.closed) {
+			return null;
+		}
+		String error = this.connectError;
+		return "not connected to " + this.description + ((error != null) ? ": " + error : "");
 	}
 
 	private static RedisClusterAsyncCommands<String, String> asyncCommands(StatefulConnection<String, String> opened) {

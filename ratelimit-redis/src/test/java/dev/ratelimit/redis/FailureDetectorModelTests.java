@@ -171,6 +171,12 @@ class FailureDetectorModelTests {
 
 		boolean probing;
 
+		/** Whether Lettuce is reconnecting the connection (the detector reads it; the test sets it). */
+		volatile boolean reconnecting;
+
+		/** The reference: whether a send found the connection being reconnected since the last probe. */
+		boolean sawReconnecting;
+
 		int warns;
 
 		int infos;
@@ -196,7 +202,8 @@ class FailureDetectorModelTests {
 			this.clock[0] = this.random.nextBoolean() ? this.random.nextLong()
 					: Long.MAX_VALUE - this.random.nextLong(10_000 * MS);
 			this.detector = new FailureDetector(this.bucket, "LOCAL", this.timeout, () -> this.clock[0],
-					(reply, sent) -> this.replies.add(reply.code() + "@" + sent));
+					(reply, sent) -> this.replies.add(reply.code() + "@" + sent), new FailureDetector.Said(), false,
+					() -> this.reconnecting);
 			this.detector.addListener((outcome, nanos) -> this.outcomes.add(outcome + ":" + nanos));
 			this.trace.add("timeout=" + this.timeout + "ns start=" + this.clock[0]);
 		}
@@ -228,7 +235,7 @@ class FailureDetectorModelTests {
 		}
 
 		void step() {
-			int action = this.random.nextInt(100);
+			int action = this.random.nextInt(106);
 			if (action < 18) {
 				advance();
 			}
@@ -281,6 +288,11 @@ class FailureDetectorModelTests {
 					reply(c);
 				}
 			}
+			else if (action >= 100) {
+				// Lettuce starts or ends reconnecting the connection
+				this.reconnecting = !this.reconnecting;
+				this.trace.add(this.reconnecting ? "reconnecting" : "reconnected");
+			}
 			else {
 				// the connection drops: every call out fails
 				this.trace.add("connection drops");
@@ -320,7 +332,17 @@ class FailureDetectorModelTests {
 					}
 				}
 			}
-			if (this.down) {
+			if (this.down && this.reconnecting) {
+				// no probe while Lettuce reconnects: it would wait in its buffer and time out
+				expectSent = false;
+				this.sawReconnecting = true;
+			}
+			else if (this.down) {
+				if (this.sawReconnecting) {
+					// reopened: the first send probes at once, whatever the back-off
+					this.sawReconnecting = false;
+					this.downUntil = now;
+				}
 				expectSent = now - this.downUntil >= 0 && !this.probing;
 				probe = expectSent;
 			}
@@ -490,6 +512,7 @@ class FailureDetectorModelTests {
 			if (!this.down && counts && this.failures >= FAILURES_TO_TRIP) {
 				this.down = true;
 				this.failedProbes = 0;
+				this.sawReconnecting = false;
 				this.downUntil = now + MIN_BACKOFF;
 				this.warns++;
 				this.trace.add("  (model trips)");

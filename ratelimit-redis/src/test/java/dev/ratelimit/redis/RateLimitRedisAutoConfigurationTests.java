@@ -3,6 +3,7 @@ package dev.ratelimit.redis;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
+import java.time.Duration;
 import java.util.Map;
 
 import dev.ratelimit.core.RateLimiter;
@@ -18,12 +19,15 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.ratelimit.spring.actuate.RateLimitHealthAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.Delay;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
 import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
 import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.data.redis.autoconfigure.ClientResourcesBuilderCustomizer;
 import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
@@ -47,6 +51,28 @@ class RateLimitRedisAutoConfigurationTests {
 				"ratelimit.buckets.orders.limit=10",
 				"ratelimit.buckets.orders.backend=redis", "ratelimit.buckets.orders.redis.key-prefix=shop:",
 				"ratelimit.buckets.orders.redis.on-failure=deny", "ratelimit.buckets.local.rate=5");
+
+	/**
+	 * Found stopping a Redis for 20 s under load: Lettuce's reconnect delay (doubling up to 30 s by default)
+	 * kept the connection closed 15 s after Redis answered again, and the buckets on their policy 18 s. The
+	 * client resources Spring Boot makes now wait at most 5 s between attempts (the buckets' own longest
+	 * back-off); an application's customizer still wins.
+	 */
+	@Test
+	void lettuceReconnectsAtMostFiveSecondsApartUnlessTheApplicationSaysOtherwise() {
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.run((context) -> {
+				Delay delay = context.getBean(ClientResources.class).reconnectDelay();
+				assertThat(delay.createDelay(1)).isLessThan(Duration.ofMillis(10));
+				assertThat(delay.createDelay(20)).isEqualTo(Duration.ofSeconds(5));
+				assertThat(delay.createDelay(100)).isEqualTo(Duration.ofSeconds(5));
+			});
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port())
+			.withBean(ClientResourcesBuilderCustomizer.class,
+					() -> (builder) -> builder.reconnectDelay(Delay.constant(Duration.ofSeconds(1))))
+			.run((context) -> assertThat(context.getBean(ClientResources.class).reconnectDelay().createDelay(20))
+				.isEqualTo(Duration.ofSeconds(1)));
+	}
 
 	@Test
 	void makesRedisBucketsForBucketsThatSaySoAndLocalOnesForTheRest() {

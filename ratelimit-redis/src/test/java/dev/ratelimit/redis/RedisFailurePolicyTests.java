@@ -1,10 +1,16 @@
 package dev.ratelimit.redis;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.spring.BackendHealth;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.sync.RedisCommands;
+import io.lettuce.core.resource.ClientResources;
+import io.lettuce.core.resource.DefaultClientResources;
+import io.lettuce.core.resource.Delay;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -13,6 +19,8 @@ import org.junit.jupiter.api.extension.ExtendWith;
 import org.springframework.boot.test.system.CapturedOutput;
 import org.springframework.boot.test.system.OutputCaptureExtension;
 
+import org.springframework.data.redis.connection.RedisStandaloneConfiguration;
+import org.springframework.data.redis.connection.lettuce.LettuceClientConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -205,6 +213,61 @@ class RedisFailurePolicyTests {
 		stall.join();
 		assertThat((double) granted).as("granted in %.2f s at 1 per second, limit 3", elapsed)
 			.isLessThanOrEqualTo(3 + elapsed);
+	}
+
+	/**
+	 * Found stopping a Redis for 20 s under load: the bucket came back 18 s after Redis answered again. Its
+	 * probes, sent while Lettuce was reconnecting, waited in Lettuce's buffer and timed out, doubling the
+	 * back-off each time; then Lettuce's own reconnect delay (up to 30 s) kept the connection closed. Now no
+	 * probe is sent while Lettuce reconnects, and the first call after it has reconnected probes at once.
+	 * (Lettuce reconnects every 200 ms here; the starter caps the delay of the client resources Spring Boot
+	 * makes at 5 s: {@code RateLimitRedisAutoConfigurationTests}.)
+	 */
+	@Test
+	void noProbeWaitsInLettucesBufferAndTheFirstCallAfterItReconnectsProbes() throws InterruptedException {
+		ClientResources resources = DefaultClientResources.builder()
+			.reconnectDelay(Delay.constant(Duration.ofMillis(200)))
+			.build();
+		LettuceConnectionFactory factory = new LettuceConnectionFactory(
+				new RedisStandaloneConfiguration("127.0.0.1", this.redis.port()),
+				LettuceClientConfiguration.builder().clientResources(resources).build());
+		factory.afterPropertiesSet();
+		factory.start();
+		try {
+			List<BackendHealth.Outcome> calls = new CopyOnWriteArrayList<>();
+			RedisTokenBucket bucket = RedisTokenBucket.builder().name("reconnecting").connectionFactory(factory)
+				.rate(1, Duration.ofHours(1)).limit(1000).timeout(Duration.ofMillis(500)).build();
+			bucket.onCall((outcome, nanos) -> calls.add(outcome));
+			assertThat(bucket.tryAcquire(1)).isTrue();
+			this.redis.stop();
+			for (int i = 0; i < 2 * FailureDetector.FAILURES_TO_TRIP && bucket.isUp(); i++) {
+				bucket.tryAcquire(1);
+			}
+			assertThat(bucket.isUp()).isFalse();
+			// calls on the policy for longer than the first back-offs (100 + 200 + 400 + 800 ms): no probe is sent
+			int before = calls.size();
+			long until = System.nanoTime() + Duration.ofMillis(1600).toNanos();
+			while (System.nanoTime() < until) {
+				assertThat(bucket.tryAcquire(1)).isTrue(); // local policy, 1,000 tokens
+				Thread.sleep(20);
+			}
+			assertThat(calls.subList(before, calls.size())).as("calls sent while Lettuce reconnects").isEmpty();
+			this.redis.start();
+			long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+			while (bucket.connectionReconnecting() && System.nanoTime() < deadline) {
+				Thread.sleep(20);
+			}
+			assertThat(bucket.connectionReconnecting()).as("Lettuce reconnected within 20 s").isFalse();
+			// the first call probes, whatever the back-off; its answer puts the bucket back on Redis
+			int sent = calls.size();
+			assertThat(bucket.tryAcquire(1)).isTrue();
+			assertThat(calls.size()).as("calls sent by the first call after Lettuce reconnected").isEqualTo(sent + 1);
+			assertThat(recovered(bucket)).isTrue();
+		}
+		finally {
+			factory.destroy();
+			resources.shutdown();
+		}
 	}
 
 	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {
