@@ -311,12 +311,22 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * The health of the backend for the endpoint: {@code up}, or {@code down} with the last error.
+	 * The health of the backend for the endpoint: {@code up}, or {@code down} with the last error. A read
+	 * while the bucket is down sends the probe when one is due (and waits for it, at most the timeout), so
+	 * that an instance whose health keeps calls away still finds Redis back.
 	 *
 	 * @return the health
 	 */
 	@Override
 	public String health() {
+		if (!isUp()) {
+			// a bucket said down may get no calls at all (a load balancer takes the instance out of rotation on
+			// its health): the read itself asks Redis when a probe is due, so that it finds Redis back
+			Call probe = send(this.tune.current(), Mode.PEEK, 0, 0, "");
+			if (probe != null) {
+				probe.awaitUninterruptibly();
+			}
+		}
 		if (!this.detector.isUp()) {
 			return "down: " + this.detector.lastError();
 		}

@@ -270,6 +270,30 @@ class RedisFailurePolicyTests {
 		}
 	}
 
+	/**
+	 * Found by a user with {@code ratelimit.health.backend-down-status: DOWN}: a bucket said down got no more
+	 * calls (its instance was out of rotation) and its health said {@code down} forever after Redis was back,
+	 * since only calls probed. A health read probes when a probe is due.
+	 */
+	@Test
+	void aHealthReadFindsRedisBackWithoutAnyCall() throws InterruptedException {
+		RedisTokenBucket bucket = bucket(RedisTokenBucket.OnFailure.DENY);
+		this.redis.stop();
+		for (int i = 0; i < 20 && bucket.isUp(); i++) {
+			bucket.tryAcquire(1);
+		}
+		assertThat(bucket.health()).startsWith("down: ");
+		this.redis.start();
+		long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+		String health = bucket.health();
+		while (!health.equals("up") && System.nanoTime() < deadline) {
+			Thread.sleep(100);
+			health = bucket.health();
+		}
+		assertThat(health).isEqualTo("up");
+		assertThat(bucket.isUp()).isTrue();
+	}
+
 	private static boolean recovered(RedisTokenBucket bucket) throws InterruptedException {
 		long deadline = System.nanoTime() + Duration.ofSeconds(15).toNanos();
 		while (System.nanoTime() < deadline) {
