@@ -32,6 +32,7 @@ import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.redis.FailureDetector.Call;
 import dev.ratelimit.spring.BackendHealth;
+import dev.ratelimit.spring.BackendUnavailableException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.data.redis.connection.RedisConnectionFactory;
@@ -627,8 +628,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Call call = this.detector.send(() -> run(arguments), null);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
-			throw new IllegalStateException("Rate limit bucket '" + this.name
-					+ "' cannot be retuned while Redis does not answer (" + this.detector.lastError() + ")");
+			throw new BackendUnavailableException("Rate limit bucket '" + this.name
+					+ "' cannot be retuned while Redis does not answer (" + this.detector.lastError() + ")", null);
 		}
 		releasedSomewhere(); // a higher limit may let capped waiters in
 	}

@@ -13,6 +13,7 @@ import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.spring.BackendHealth;
+import dev.ratelimit.spring.BackendUnavailableException;
 import dev.ratelimit.spring.BucketMode;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
@@ -275,7 +276,7 @@ final class TemplateTune {
 		catch (TimeoutException | RuntimeException ex) {
 			failure = ex;
 		}
-		throw new IllegalStateException("Rate limit bucket '" + this.bucket + "' cannot be switched to "
+		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' cannot be switched to "
 				+ mode.value() + " mode while Redis does not answer (" + describe(failure) + ")", failure);
 	}
 

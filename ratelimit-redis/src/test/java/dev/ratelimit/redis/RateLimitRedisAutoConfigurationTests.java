@@ -17,12 +17,16 @@ import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
+import dev.ratelimit.spring.BucketMode;
 import dev.ratelimit.spring.actuate.RateLimitHealthAutoConfiguration;
+import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
+import dev.ratelimit.spring.actuate.RateLimitsWebEndpointExtension;
 import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.Delay;
 import io.micrometer.core.instrument.MeterRegistry;
 
+import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
 import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
@@ -203,6 +207,28 @@ class RateLimitRedisAutoConfigurationTests {
 				assertThat(((RedisTokenBucket) orders).isUp()).isFalse();
 				assertThat(context.getBean("ratelimitsHealthIndicator", HealthIndicator.class).health().getStatus())
 					.isEqualTo(Status.UP);
+			});
+	}
+
+	/**
+	 * Found by a user: a retune through the endpoint while Redis was down answered a bare 500 (the reason was
+	 * in the server's log only). It answers 503 with the reason, and nothing changes.
+	 */
+	@Test
+	void aRetuneWhileRedisDoesNotAnswerIs503WithTheReason() {
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + unusedPort())
+			.run((context) -> {
+				RateLimitsWebEndpointExtension endpoint = new RateLimitsWebEndpointExtension(
+						new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class)));
+				WebEndpointResponse<Object> retune = endpoint.update("orders", 5, null, null);
+				assertThat(retune.getStatus()).isEqualTo(503);
+				assertThat(((Map<?, ?>) retune.getBody()).get("message")).asString()
+					.contains("Rate limit bucket 'orders' cannot be retuned while Redis does not answer");
+				WebEndpointResponse<Object> mode = endpoint.update("orders", null, null, "shadow");
+				assertThat(mode.getStatus()).isEqualTo(503);
+				assertThat(((Map<?, ?>) mode.getBody()).get("message")).asString()
+					.contains("cannot be switched to shadow mode while Redis does not answer");
+				assertThat(context.getBean(RateLimiterRegistry.class).get("orders").stats().mode()).isEqualTo(BucketMode.ENFORCE);
 			});
 	}
 

@@ -3,6 +3,7 @@ package dev.ratelimit.spring.actuate;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
+import dev.ratelimit.spring.BackendUnavailableException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
@@ -14,7 +15,9 @@ import org.springframework.boot.actuate.endpoint.web.annotation.EndpointWebExten
 /**
  * The {@code ratelimits} endpoint over HTTP: a retune that the configuration would reject answers
  * 400 with the reason in the body, which Boot's default error settings would otherwise leave out
- * ({@code server.error.include-message=never}); a retune of a bucket that does not exist answers 404.
+ * ({@code server.error.include-message=never}); a retune of a bucket that does not exist answers 404; one
+ * that its backend cannot make now (a Redis bucket while Redis does not answer) answers 503 with the
+ * reason, and nothing changes.
  */
 @EndpointWebExtension(endpoint = RateLimitsEndpoint.class)
 public class RateLimitsWebEndpointExtension {
@@ -42,7 +45,7 @@ public class RateLimitsWebEndpointExtension {
 	 *        the reason)
 	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
-	 *         would reject
+	 *         would reject; 503 with the reason when the bucket's backend does not answer
 	 */
 	@WriteOperation
 	public WebEndpointResponse<Object> update(@Selector String name, @Nullable Object rate,
@@ -55,6 +58,9 @@ public class RateLimitsWebEndpointExtension {
 		}
 		catch (InvalidEndpointRequestException ex) {
 			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());
+		}
+		catch (BackendUnavailableException ex) {
+			return failure(WebEndpointResponse.STATUS_SERVICE_UNAVAILABLE, "Service Unavailable", ex.getMessage());
 		}
 	}
 
