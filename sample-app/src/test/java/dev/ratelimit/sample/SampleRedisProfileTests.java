@@ -68,6 +68,13 @@ class SampleRedisProfileTests {
 		return this.http.send(request, HttpResponse.BodyHandlers.discarding()).statusCode();
 	}
 
+	private String body(int port, String path) throws Exception {
+		HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+			.timeout(Duration.ofSeconds(10))
+			.build();
+		return this.http.send(request, HttpResponse.BodyHandlers.ofString()).body();
+	}
+
 	@Test
 	void twoInstancesShareThePublicApiBudget() throws Exception {
 		try (ConfigurableApplicationContext first = instance(); ConfigurableApplicationContext second = instance()) {
@@ -91,6 +98,9 @@ class SampleRedisProfileTests {
 			assertThat(granted).isLessThanOrEqualTo((int) Math.floor(2 * elapsed + 2));
 			assertThat(refused).isPositive();
 			assertThat(status(ports.get(0), "/actuator/health")).isEqualTo(200);
+			// what the README tells a user to read: each Redis bucket, with its state
+			String health = body(ports.get(0), "/actuator/health/ratelimits");
+			assertThat(health).contains("\"public-api\":\"up\"").contains("\"reports\":\"up\"");
 		}
 	}
 }
