@@ -49,6 +49,22 @@ final class BucketPropertyChecks {
 
 	private static final ConfigurationPropertyName BUCKETS = ConfigurationPropertyName.of("ratelimit.buckets");
 
+	private static final ConfigurationPropertyName RATELIMIT = ConfigurationPropertyName.of("ratelimit");
+
+	/**
+	 * Every property outside the buckets, relative to {@code ratelimit}, list indices left out
+	 * ({@code ratelimit.web.rules[0].paths[1]} is {@code web.rules.paths}).
+	 */
+	static final List<String> KNOWN_OUTSIDE_BUCKETS = List.of("enabled", "mode", "interceptor-order",
+			"health.backend-down-status", "executor.max-threads", "executor.virtual-threads",
+			"executor.propagate-context", "web.headers", "web.expose-key", "web.rules.paths", "web.rules.methods",
+			"web.rules.bucket", "web.rules.key", "web.rules.cost");
+
+	/** Properties outside the buckets bound to enums, with their values as written and how to say them. */
+	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES_OUTSIDE_BUCKETS = Map.of(
+			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"),
+			"web.headers", Map.entry(Set.of("ietf", "retry-after", "retry_after", "none"), "ietf, retry-after or none"));
+
 	private BucketPropertyChecks() {
 	}
 
@@ -62,8 +78,55 @@ final class BucketPropertyChecks {
 		for (ConfigurationPropertySource source : ConfigurationPropertySources.get(environment)) {
 			if (source instanceof IterableConfigurationPropertySource iterable) {
 				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> check(source, name));
+				iterable.stream()
+					.filter((name) -> RATELIMIT.isAncestorOf(name) && !BUCKETS.isAncestorOf(name) && !BUCKETS.equals(name))
+					.forEach((name) -> checkOutsideBuckets(source, name));
 			}
 		}
+	}
+
+	/**
+	 * A property under {@code ratelimit} but outside the buckets: binding ignores a name it does not know
+	 * ({@code ratelimit.web.rules[0].kye: ip} made the rule one budget for every client), and says an enum
+	 * value it cannot convert in its own terms.
+	 */
+	private static void checkOutsideBuckets(ConfigurationPropertySource source, ConfigurationPropertyName name) {
+		StringBuilder relative = new StringBuilder();
+		for (int i = RATELIMIT.getNumberOfElements(); i < name.getNumberOfElements(); i++) {
+			if (!name.isNumericIndex(i)) {
+				relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
+			}
+		}
+		String property = relative.toString();
+		if (KNOWN_OUTSIDE_BUCKETS.contains(property)
+				|| KNOWN_OUTSIDE_BUCKETS.stream().anyMatch((known) -> known.startsWith(property + "."))) {
+			Map.Entry<Set<String>, String> choices = CHOICES_OUTSIDE_BUCKETS.get(property);
+			ConfigurationProperty found = source.getConfigurationProperty(name);
+			Object value = (found != null) ? found.getValue() : null;
+			if (choices != null && value != null
+					&& !choices.getKey().contains(value.toString().trim().toLowerCase(Locale.ROOT))) {
+				String origin = (found.getOrigin() != null) ? " (" + found.getOrigin() + ")" : "";
+				throw new RateLimitConfigurationException(
+						name + " is '" + value + "'" + origin + ", which is not accepted.",
+						"Set " + name + " to " + choices.getValue() + ".");
+			}
+			return;
+		}
+		ConfigurationProperty found = source.getConfigurationProperty(name);
+		String origin = (found != null && found.getOrigin() != null) ? " (" + found.getOrigin() + ")" : "";
+		String closest = ClosestName.of(property, KNOWN_OUTSIDE_BUCKETS);
+		int dot = closest.lastIndexOf('.');
+		// the same place with the closest name (a rule's index kept), or the closest property itself
+		boolean sameParent = (dot < 0) ? property.indexOf('.') < 0
+				: property.startsWith(closest.substring(0, dot + 1)) && property.indexOf('.', dot + 1) < 0;
+		String suggestion = (sameParent && name.getParent() != null && !name.getParent().isEmpty())
+				? name.getParent() + "." + closest.substring(dot + 1) : "ratelimit." + closest;
+		throw new RateLimitConfigurationException(
+				name + origin + " is not a ratelimit property; did you mean " + suggestion + "?",
+				"Rename it to " + suggestion + ", or remove it. Outside ratelimit.buckets, the properties are "
+						+ KNOWN_OUTSIDE_BUCKETS.stream().map((known) -> "ratelimit." + known.replace("web.rules.", "web.rules[*]."))
+							.collect(Collectors.joining(", "))
+						+ ".");
 	}
 
 	private static void check(ConfigurationPropertySource source, ConfigurationPropertyName name) {

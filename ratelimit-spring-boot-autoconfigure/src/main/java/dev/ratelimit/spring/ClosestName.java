@@ -24,8 +24,14 @@ public final class ClosestName {
 		return candidates.stream().min(Comparator.comparingInt((known) -> distance(name, known))).orElseThrow();
 	}
 
-	/** Levenshtein distance: insertions, deletions and substitutions of one character each count 1. */
-	static int distance(String a, String b) {
+	/**
+	 * Levenshtein distance: insertions, deletions and substitutions of one character each count 1.
+	 *
+	 * @param a a name
+	 * @param b another
+	 * @return the distance between them
+	 */
+	public static int distance(String a, String b) {
 		int[] previous = new int[b.length() + 1];
 		int[] current = new int[b.length() + 1];
 		for (int j = 0; j <= b.length(); j++) {

@@ -41,5 +41,18 @@ class ConfigurationMetadataTests {
 			assertThat((String) property.get("description")).as("description of %s", name).isNotBlank();
 		}
 		assertThat(properties).containsKeys("ratelimit.buckets", "ratelimit.enabled", "ratelimit.interceptor-order");
+		// the start-up check of names outside the buckets knows exactly the properties there are (a rule's
+		// fields are the list's, described by the list)
+		List<String> outside = properties.keySet().stream()
+			.filter((name) -> name.startsWith("ratelimit.") && !name.startsWith("ratelimit.buckets"))
+			.map((name) -> name.substring("ratelimit.".length()))
+			.sorted()
+			.toList();
+		List<String> checked = BucketPropertyChecks.KNOWN_OUTSIDE_BUCKETS.stream()
+			.map((name) -> name.startsWith("web.rules.") ? "web.rules" : name)
+			.distinct()
+			.sorted()
+			.toList();
+		assertThat(checked).isEqualTo(outside);
 	}
 }

@@ -12,6 +12,7 @@ import java.util.function.Supplier;
 import java.util.stream.Collectors;
 
 import dev.ratelimit.spring.BucketDefinitions;
+import dev.ratelimit.spring.ClosestName;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
@@ -43,6 +44,10 @@ import org.springframework.web.util.pattern.PathPatternParser;
 public final class WebRules {
 
 	private static final SpelExpressionParser PARSER = new SpelExpressionParser();
+
+	/** The methods of RFC 9110 and PATCH: a method one or two letters from one of them is a typo. */
+	private static final List<String> STANDARD_METHODS = List.of("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
+			"OPTIONS", "TRACE", "PATCH");
 
 	private static final String KEYS_ACCEPTED = "ip, principal, header:<Name>, or a SpEL expression over #request";
 
@@ -256,6 +261,14 @@ public final class WebRules {
 				if (!method.matches("[A-Z]+")) {
 					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
 							"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
+				}
+				String standard = ClosestName.of(method, STANDARD_METHODS);
+				if (!standard.equals(method) && ClosestName.distance(method, standard) <= 2) {
+					// GTE would match no request: every GET would pass unlimited
+					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method; did you mean "
+							+ standard + "?", "List HTTP methods, e.g. [GET, POST], or leave methods out for every method"
+									+ " (a method of your own, e.g. PROPFIND, is accepted when it is not a near miss of "
+									+ String.join(", ", STANDARD_METHODS) + ").");
 				}
 			}
 		}

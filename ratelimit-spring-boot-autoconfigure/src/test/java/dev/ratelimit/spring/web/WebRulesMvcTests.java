@@ -286,6 +286,30 @@ class WebRulesMvcTests {
 				"ratelimit.web.rules[0].key=#request.(" }, "ratelimit.web.rules[0].key");
 	}
 
+	/**
+	 * Found by a user: {@code methods: [GTE]} started, and every GET then passed unlimited; {@code kye: ip}
+	 * in a rule started, and the rule became one budget for every client; {@code ratelimit.web.header: none}
+	 * and {@code ratelimit.exectuor.max-threads} were ignored. Each now fails start-up naming the property
+	 * and what was meant; a method of one's own that is no near miss is accepted.
+	 */
+	@Test
+	void aMisspeltMethodOrPropertyOutsideTheBucketsFailsStartUpSayingWhatWasMeant() {
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].methods=GTE" }, "has 'GTE', which is not an HTTP method; did you mean GET?");
+		assertStartUpFails(new String[] { "ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].kye=ip" },
+				"ratelimit.web.rules[0].kye (\"ratelimit.web.rules[0].kye\" from property source \"test\") is not a"
+						+ " ratelimit property; did you mean ratelimit.web.rules[0].key?");
+		assertStartUpFails("ratelimit.web.header=none", "did you mean ratelimit.web.headers?");
+		assertStartUpFails("ratelimit.exectuor.max-threads=4", "did you mean ratelimit.executor.max-threads?");
+		assertStartUpFails("ratelimit.mode=shdow", "ratelimit.mode is 'shdow'");
+		assertStartUpFails("ratelimit.web.headers=ietf2", "Set ratelimit.web.headers to ietf, retry-after or none");
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].methods=PROPFIND,get", "ratelimit.web.headers=retry-after",
+				"ratelimit.executor.max-threads=4")
+			.run((context) -> assertThat(context).hasNotFailed());
+	}
+
 	private void assertStartUpFails(String property, String message) {
 		assertStartUpFails(new String[] { property }, message);
 	}
