@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionStage;
 import java.util.function.Function;
@@ -402,7 +403,7 @@ final class InvocationPlan {
 				fallbacks++;
 				FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
 			}
-			checkAnnotation(annotation, where);
+			checkAnnotation(annotation, method, where);
 		}
 		if (KotlinDetector.isSuspendingFunction(method)) {
 			checkSuspendable(method);
@@ -429,19 +430,23 @@ final class InvocationPlan {
 		}
 	}
 
-	private static void checkAnnotation(RateLimited annotation, String where) {
+	private static void checkAnnotation(RateLimited annotation, Method method, String where) {
 		CostExpression.parse(annotation.cost(), where);
+		ExpressionVariables.check("cost", annotation.cost(), method, where, Set.of());
 		if (!annotation.key().isBlank()) {
 			KeyExpression.check(annotation.key(), where);
+			ExpressionVariables.check("key", annotation.key(), method, where, Set.of());
 		}
 		if (!annotation.maxWait().isBlank()) {
 			Limit.parseMaxWait(annotation.maxWait(), where);
 		}
 		if (!annotation.refundIf().isBlank()) {
 			CompletionExpression.parse("refundIf", annotation.refundIf(), where);
+			ExpressionVariables.check("refundIf", annotation.refundIf(), method, where, ExpressionVariables.COMPLETION);
 		}
 		if (!annotation.settle().isBlank()) {
 			CompletionExpression.parse("settle", annotation.settle(), where);
+			ExpressionVariables.check("settle", annotation.settle(), method, where, ExpressionVariables.COMPLETION);
 		}
 	}
 
