@@ -239,7 +239,7 @@ public abstract class AbstractReservation implements Reservation {
 			return delay;
 		}
 		if (left <= 0) {
-			throw refuse(RELEASE_POLL_NANOS);
+			throw refuseForReleases();
 		}
 		return Math.min(RELEASE_POLL_NANOS, left);
 	}
@@ -254,6 +254,23 @@ public abstract class AbstractReservation implements Reservation {
 	private long elapsedSinceStart(long now) {
 		long elapsed = now - this.startNanos;
 		return Math.max(elapsed, 0);
+	}
+
+	/**
+	 * Refuses a claim that waited its whole budget for tokens in flight to be released, and none came in
+	 * time. When they will come is not known (they come back when calls complete): the retry-after is what
+	 * it waited, the least the wait would have been (1 ms for a claim that could not wait at all), and the
+	 * message says what it waited for (a wait "of 1 ms" read as if the tokens were a millisecond away).
+	 */
+	private RateLimitExceededException refuseForReleases() {
+		if (cancel()) {
+			this.stats.recordRejected();
+		}
+		Duration waited = Duration.ofNanos(Math.max(this.budgetNanos, RELEASE_POLL_NANOS));
+		return new RateLimitExceededException(this.limiterName, this.tokens, waited, "Rate limit exceeded on "
+				+ ((this.limiterName != null) ? "bucket '" + this.limiterName + "'" : "rate limiter") + ": " + this.tokens
+				+ ((this.tokens == 1) ? " token" : " tokens") + " waited " + Duration.ofNanos(this.budgetNanos)
+				+ " for tokens in flight to be released, and too few came back");
 	}
 
 	private RateLimitExceededException refuse(long neededNanos) {

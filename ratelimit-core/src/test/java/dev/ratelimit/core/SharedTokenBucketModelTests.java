@@ -297,6 +297,9 @@ class SharedTokenBucketModelTests {
 				log("poll #%d (%d tokens) -> refused (reference covered=%s wait=%d left=%d)", w.claim.id, w.claim.n, covered,
 						rateWait, left);
 				equal("refusal of a poll", true, refuse);
+				// waiting for time: the wait needed; for releases that did not come: what it waited, at least 1 ms
+				equal("retry-after of a poll's refusal", ex.getRetryAfter().toNanos(),
+						awaitsRelease ? Math.max(w.budget, AbstractReservation.RELEASE_POLL_NANOS) : rateWait);
 				this.ref.giveUp(w.claim);
 				this.waiters.remove(index);
 				return;

@@ -635,6 +635,28 @@ class SharedTokenBucketTests {
 		assertThat(bucket.snapshot().inFlight()).isZero(); // the charge is not in flight
 	}
 
+	/**
+	 * A user saw a capped call refused after waiting its 200 ms for releases told "1 token would need a wait
+	 * of PT0.001S", with a retry-after of 1 ms, while the tokens came back 2 s later. When releases will come
+	 * is not known: the refusal says what it waited for, and the retry-after is what it waited, the least
+	 * the wait would have been.
+	 */
+	@Test
+	void aCappedWaiterWhoseReleasesDoNotComeIsToldWhatItWaitedFor() {
+		SharedTokenBucket bucket = perMillisecond().name("db-writes").limit(1).cappedRelease(true).build();
+		assertThat(drain(bucket)).isEqualTo(1);
+		Reservation waiter = bucket.reserve(1, Duration.ofMillis(200));
+		this.clock.advance(Duration.ofMillis(200));
+		RateLimitExceededException refusal = catchRefusal(waiter::poll);
+		assertThat(refusal.getRetryAfter()).isEqualTo(Duration.ofMillis(200));
+		assertThat(refusal).hasMessage("Rate limit exceeded on bucket 'db-writes': 1 token waited PT0.2S for tokens in"
+				+ " flight to be released, and too few came back");
+		// one that could not wait at all: at least the time until the bucket would look again
+		RateLimitExceededException atOnce = catchRefusal(() -> bucket.acquire(1, Duration.ZERO));
+		assertThat(atOnce.getRetryAfter()).isEqualTo(Duration.ofMillis(1));
+		assertThat(bucket.snapshot().waiting()).isZero();
+	}
+
 	@Test
 	void rejectsBadArgumentsNamingThem() {
 		assertThatIllegalArgumentException().isThrownBy(() -> SharedTokenBucket.builder().rate(0, Duration.ofSeconds(1)).build())

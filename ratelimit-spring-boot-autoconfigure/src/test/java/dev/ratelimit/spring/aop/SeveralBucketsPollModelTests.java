@@ -104,8 +104,8 @@ import org.springframework.context.annotation.Configuration;
  * claim is given back (waiters behind move up at once), the shadow bucket gets its tokens back (never
  * above its limit) and its count is taken back (a meter never goes down: it shows the highest count it
  * showed until the count passes it), and the refusal names, among the buckets refusing at that instant,
- * the one with the longest retry-after (a wait for releases reports 1 ms, the time until the bucket looks
- * again; a remote refusal its own), the first by name on a tie, which alone counts {@code rejected}; it
+ * the one with the longest retry-after (a wait for releases reports what it waited, its max-wait, at least
+ * 1 ms; a remote refusal its own), the first by name on a tie, which alone counts {@code rejected}; it
  * lists every refusing bucket, and never counts {@code granted} anywhere.</li>
  * </ul>
  * After every step the test compares the calls decided in the step (which, when, how: granted, or
@@ -145,7 +145,7 @@ class SeveralBucketsPollModelTests {
 	/** Method d's {@code maxWait} on {@code cap2}. */
 	private static final long D_CAP2_WAIT = 2_345_679L;
 
-	/** What a refusal for releases that did not come reports as its retry-after: the time until it looks again. */
+	/** What a refusal for releases that did not come reports as its retry-after at least (then its max-wait). */
 	private static final long RELEASE_RETRY = MS;
 
 	/** Polls run in one move of the clock before the test calls it a runaway. */
@@ -1185,7 +1185,7 @@ class SeveralBucketsPollModelTests {
 				long retry = -1;
 				if (Config.capped(part.bucket) && !ref(part.bucket).withinCeiling(call)
 						&& call.start + part.maxWait <= this.now) {
-					retry = RELEASE_RETRY;
+					retry = Math.max(part.maxWait, RELEASE_RETRY); // what it waited for releases, at least 1 ms
 				}
 				if (Config.remote(part.bucket) && part.refusedRetry >= 0 && part.answerAt <= this.now) {
 					retry = part.refusedRetry;
