@@ -1,5 +1,7 @@
 package dev.ratelimit.spring.aop;
 
+import java.util.function.Supplier;
+
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 
@@ -8,6 +10,8 @@ import org.jspecify.annotations.Nullable;
 import org.reactivestreams.Publisher;
 import reactor.core.publisher.Flux;
 import reactor.core.publisher.Mono;
+
+import org.springframework.aop.ProxyMethodInvocation;
 
 /**
  * {@code Mono} and {@code Flux} methods: nothing happens before subscription; on subscription the
@@ -21,8 +25,9 @@ final class ReactorInvocations {
 	}
 
 	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
+		Supplier<Publisher<Object>> proceed = proceeding(invocation);
 		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation, observer), (permit) -> {
-			Mono<Object> call = Mono.from(proceed(invocation));
+			Mono<Object> call = Mono.from(proceed.get());
 			return (permit instanceof Call completing) ? call.doOnNext((value) -> completing.result = value) : call;
 		}, (permit) -> complete(plan, invocation, permit, null), (permit, failure) -> complete(plan, invocation, permit,
 				failure), ReactorInvocations::release);
@@ -31,7 +36,8 @@ final class ReactorInvocations {
 	}
 
 	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
-		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation, observer), (permit) -> proceed(invocation),
+		Supplier<Publisher<Object>> proceed = proceeding(invocation);
+		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation, observer), (permit) -> proceed.get(),
 				(permit) -> complete(plan, invocation, permit, null),
 				(permit, failure) -> complete(plan, invocation, permit, failure), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
@@ -88,6 +94,21 @@ final class ReactorInvocations {
 				permit.close();
 			}
 		});
+	}
+
+	/**
+	 * Runs the rest of the call (the advice inside the rate limiter, then the method) once per subscription:
+	 * each from a copy of the invocation as it stands when the rate limiter is entered. The invocation itself
+	 * goes through the chain once; after that, proceeding it again would skip the inner advice (a
+	 * {@code retry()} running its second attempt outside {@code @Transactional}), and two subscriptions at
+	 * once would race on its place in the chain.
+	 */
+	private static Supplier<Publisher<Object>> proceeding(MethodInvocation invocation) {
+		if (!(invocation instanceof ProxyMethodInvocation proxy)) {
+			return () -> proceed(invocation);
+		}
+		MethodInvocation entered = proxy.invocableClone();
+		return () -> proceed(((ProxyMethodInvocation) entered).invocableClone());
 	}
 
 	@SuppressWarnings("unchecked")
