@@ -30,7 +30,10 @@ import org.jspecify.annotations.Nullable;
  * entry is retired by one compare-and-set from "no pin, epoch e" to "retired", after the idle check,
  * so a pin (which moves the epoch) between the check and the retirement makes it fail. A call that
  * finds its entry retired looks again and gets a new one. Tokens in flight and waiters outlive the
- * pin, but they make the bucket not idle (K1).</li>
+ * pin, but they make the bucket not idle (K1). A call with {@code refundIf} or {@code settle} keeps its
+ * pin until it completes: its bucket may be full again while it runs, and dropping it then would send
+ * the call's give-back or charge to the bucket the key has now, the overflow bucket when there is no
+ * room ({@code KeyDroppedWhileRunningTests}).</li>
  * <li>K3, bounded: {@code size} is reserved before a bucket is made and given back when one is
  * dropped, so at most {@code max} keys have a bucket at once. A new key that finds no room drops
  * an idle bucket if the sweep finds one among the next few, and otherwise shares the overflow

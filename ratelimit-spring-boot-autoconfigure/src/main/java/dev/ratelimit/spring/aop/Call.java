@@ -9,6 +9,7 @@ import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.KeyedBuckets;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
@@ -59,6 +60,9 @@ final class Call implements Reservation, Permit {
 	/** The bucket each keyed claim took from (its key's, or the overflow bucket): where a refund goes. */
 	final @Nullable RateLimiter[] targets;
 
+	/** The keys' buckets kept while the call runs, for its completion ({@link #holdKeys}). */
+	private final KeyedBuckets.@Nullable Entry[] held;
+
 	private final AtomicInteger state = new AtomicInteger(PENDING);
 
 	private final AtomicBoolean completed = new AtomicBoolean();
@@ -83,6 +87,28 @@ final class Call implements Reservation, Permit {
 		this.decided = new boolean[limits.length];
 		this.refusedAt = new RateLimitExceededException[limits.length];
 		this.targets = (targets != null) ? targets : new RateLimiter[limits.length];
+		this.held = new KeyedBuckets.Entry[limits.length];
+	}
+
+	/**
+	 * Keeps the keys' buckets the call took from until it completes, for the limits with a completion
+	 * attribute ({@link Limit#hold}); called once the call holds its claims.
+	 */
+	void holdKeys() {
+		for (int i = 0; i < this.limits.length; i++) {
+			this.held[i] = this.limits[i].hold(this.keys[i], this.targets[i]);
+		}
+	}
+
+	/** Lets the keys' buckets kept for the completion go (once: from close, or from cancel). */
+	private void unholdKeys() {
+		for (int i = 0; i < this.held.length; i++) {
+			KeyedBuckets.Entry entry = this.held[i];
+			if (entry != null) {
+				this.held[i] = null;
+				entry.unpin();
+			}
+		}
 	}
 
 	/**
@@ -236,6 +262,7 @@ final class Call implements Reservation, Permit {
 				}
 			}
 		}
+		unholdKeys();
 		return true;
 	}
 
@@ -284,6 +311,7 @@ final class Call implements Reservation, Permit {
 				permit.close();
 			}
 		}
+		unholdKeys(); // after the completion (refundIf, settle), which comes before the close
 	}
 
 	/**

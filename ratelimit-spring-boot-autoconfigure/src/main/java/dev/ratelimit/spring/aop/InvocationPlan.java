@@ -245,7 +245,9 @@ final class InvocationPlan {
 			}
 		}
 		if (this.completes) {
-			return Call.granted(limits, tokens, keys, targets, (permits != null) ? permits : new Permit[count]);
+			Call call = Call.granted(limits, tokens, keys, targets, (permits != null) ? permits : new Permit[count]);
+			call.holdKeys();
+			return call;
 		}
 		return (permits != null) ? new Permits(permits) : Permit.noop();
 	}
@@ -377,6 +379,7 @@ final class InvocationPlan {
 						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i], call.targets, i));
 					}
 				}
+				call.holdKeys();
 			}
 		}
 		catch (RuntimeException ex) {

@@ -153,6 +153,21 @@ final class Limit {
 		}
 	}
 
+	/**
+	 * Keeps the bucket a keyed call took from until the call completes, when the call has a completion
+	 * attribute: a key's bucket that fills up again while the call runs would count as idle and could be
+	 * dropped for another key, and the call's {@code settle} would then charge whatever the key uses now
+	 * (the overflow bucket, which other keys share). Dropping must change nothing callers see (K1).
+	 *
+	 * @return the pinned entry, to unpin when the call completes; {@code null} when there is nothing to keep
+	 */
+	KeyedBuckets.@Nullable Entry hold(@Nullable Object k, @Nullable RateLimiter target) {
+		if (k == null || target == null || this.keys == null || !completes()) {
+			return null;
+		}
+		return this.keys.pinIfCurrent(k, target);
+	}
+
 	/** Counts a call that went to the overflow bucket, when {@code target} is it. */
 	void countIfOverflow(@Nullable RateLimiter target) {
 		if (target != null && this.keys != null && this.keys.isOverflow(target)) {
