@@ -10,7 +10,6 @@ import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
-import dev.ratelimit.spring.aop.SeveralBucketsPollModelTests.ManualTimer;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import org.junit.jupiter.api.Test;
