@@ -1,0 +1,1241 @@
+package dev.ratelimit.spring.aop;
+
+import java.math.BigInteger;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.SplittableRandom;
+import java.util.TreeMap;
+import java.util.concurrent.CancellationException;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.LongConsumer;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.ModelSeeds;
+import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import io.micrometer.core.instrument.FunctionCounter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import org.junit.jupiter.api.Test;
+import reactor.core.Disposable;
+import reactor.core.publisher.Mono;
+import reactor.core.publisher.Sinks;
+import reactor.core.scheduler.Scheduler;
+import reactor.core.scheduler.Schedulers;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/**
+ * The asynchronous paths of methods guarded by <em>one</em> bucket ({@code CompletableFuture} and
+ * {@code Mono}, with and without {@code refundIf}/{@code settle}, with and without a key), checked step by
+ * step against an exact reference bucket written for the test, in seeded random sequences of calls,
+ * completions (normal, exceptional), cancellations (a {@code CompletableFuture} cancelled, a {@code Mono}
+ * subscription disposed; while waiting for tokens and while running) and moves of a fake clock.
+ *
+ * <p>Buckets: {@code plain} (shared, uncapped, a rate in tenths per second so that some rates are
+ * fractional, max-wait tens of milliseconds: calls wait for time), {@code cap} (shared, capped release,
+ * max-wait a few milliseconds: calls wait for releases, and time out) and {@code keyed} (a capped template
+ * used with a key, {@code x} or {@code y}: one bucket per key). Blocking methods are called only when the
+ * reference says they are decided at once (a blocking call that waits would park the test's thread).
+ *
+ * <p>Nothing runs on its own: the starter's timer and Reactor's parallel scheduler are one
+ * {@link ManualTimer}, run by the test on the fake clock; delayed calls run on the polling thread.
+ *
+ * <p>What the reference says (contract: core promises, "Annotation", "Rejection", "Micrometer meters"):
+ * <ul>
+ * <li>A bucket's level is an exact rational, growing with time up to the limit (a full bucket earns no
+ * part of the next token), less the tokens claimed; claims are served in order: a claim is covered by
+ * time when the level plus the tokens claimed behind it is at least 0; capped, it is also within the limit
+ * when the tokens in flight plus the claims up to and including it are at most the limit.</li>
+ * <li>A claim whose wait by time (whole nanoseconds, rounded up) is longer than the max-wait is refused at
+ * once, with that wait as its retry-after, taking nothing. A capped claim not within the limit when its
+ * max-wait runs out is refused then (retry-after 1 ms: the time until the bucket looks again), and gives
+ * its claim back.</li>
+ * <li>A claim given back (refused, cancelled) moves the claims behind it up at once.</li>
+ * <li>A granted call's method runs at that instant; capped tokens go in flight and come back exactly once
+ * when the call completes, fails or is cancelled. {@code refundIf} true gives the cost back to the rate;
+ * {@code settle} gives back or charges the difference (a charge is paid by later callers: callers already
+ * waiting keep their place). A cancelled {@code Mono} has no outcome (its cost stands).</li>
+ * </ul>
+ * After every step the test compares what the application did (methods run, refusals with bucket,
+ * cost, retry-after and key, the values and failures the callers saw), then each bucket's (each key's)
+ * {@code available}, {@code deficiency}, {@code waiting}, {@code inFlight}, its granted and rejected
+ * counts, {@code ratelimit.calls} and {@code ratelimit.wait}. A failure prints the seed, the configuration
+ * and the trace; {@code -Dmodel.seed=<seed>} replays one sequence, {@code -Dmodel.sequences=<n>} runs more.
+ */
+class AsyncSingleBucketModelTests {
+
+	private static final long RANDOM_SEQUENCES = Long.getLong("model.sequences", 400);
+
+	private static final long FIXED_SEQUENCES = 400;
+
+	private static final int STEPS = 40;
+
+	private static final int CONFIGURATIONS = 3;
+
+	/** The buckets' (and keys') references, by name. */
+	private static final String[] BUCKETS = { "plain", "cap", "keyed/x", "keyed/y" };
+
+	private static final long MS = TimeUnit.MILLISECONDS.toNanos(1);
+
+	private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
+
+	private static final long HOUR = TimeUnit.HOURS.toNanos(1);
+
+	private static final long DAY = TimeUnit.DAYS.toNanos(1);
+
+	/** What a refusal for releases that did not come reports as its retry-after. */
+	private static final long RELEASE_RETRY = MS;
+
+	@Test
+	void agreesWithTheReferenceOnFixedSeeds() {
+		ModelSeeds.Seeds seeds = ModelSeeds.fixed(FIXED_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
+	}
+
+	@Test
+	void agreesWithTheReferenceOnRandomSeeds() {
+		ModelSeeds.Seeds seeds = ModelSeeds.random(RANDOM_SEQUENCES);
+		runSeeds(seeds.what(), seeds.list());
+	}
+
+	static void runSeeds(String what, List<Long> seeds) {
+		Map<String, Long> tally = new TreeMap<>();
+		long started = System.nanoTime();
+		for (int configuration = 0; configuration < CONFIGURATIONS; configuration++) {
+			List<Long> mine = ModelSeeds.inSlot(seeds, configuration, (seed) -> Math.floorMod(seed, CONFIGURATIONS));
+			if (mine.isEmpty()) {
+				continue;
+			}
+			Config config = Config.of(configuration);
+			AtomicLong clock = new AtomicLong(SECOND);
+			ManualTimer timer = new ManualTimer(clock);
+			Schedulers.setFactory(new Schedulers.Factory() {
+				@Override
+				public Scheduler newParallel(int parallelism, java.util.concurrent.ThreadFactory threadFactory) {
+					return Schedulers.fromExecutorService(timer, "manual-parallel");
+				}
+			});
+			try {
+				new ApplicationContextRunner()
+					.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+							CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+							RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
+					.withUserConfiguration(ServiceConfiguration.class)
+					.withBean(RateLimitClock.class, () -> clock::get)
+					.withBean(RateLimitExecutors.class, () -> new RateLimitExecutors(timer, Runnable::run))
+					.withPropertyValues(config.properties())
+					.run((context) -> {
+						if (context.getStartupFailure() != null) {
+							throw new AssertionError("context did not start", context.getStartupFailure());
+						}
+						Model model = new Model(config, clock, timer, context.getBean(Service.class),
+								context.getBean(RateLimiterRegistry.class), context.getBean(MeterRegistry.class), tally);
+						for (long seed : mine) {
+							model.run(seed);
+						}
+					});
+			}
+			finally {
+				Schedulers.resetFactory();
+			}
+		}
+		System.out.printf("AsyncSingleBucketModelTests (%s): %d sequences of %d steps in %d ms: %s%n", what,
+				seeds.size(), STEPS, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), tally);
+	}
+
+	/**
+	 * Each bucket's rate (tenths of a token per second), limit and max-wait (ns), drawn from the
+	 * configuration's number.
+	 */
+	record Config(int number, Map<String, long[]> buckets) {
+
+		static Config of(int number) {
+			SplittableRandom random = new SplittableRandom(0xA5C1L + number);
+			Map<String, long[]> buckets = new LinkedHashMap<>();
+			// plain: 40..340 per second, in tenths (some fractional), max-wait 3..38 ms and an odd part
+			long plainTenths = (number == 0) ? 10 * (40 + random.nextInt(300)) : 400 + random.nextInt(3000);
+			buckets.put("plain", new long[] { plainTenths, 1 + random.nextInt((number == 2) ? 5 : 3),
+					(3 + random.nextInt(35)) * MS + 1 + 2 * random.nextInt(500) });
+			long[] cappedRates = { 300, 500, 1000, 2000 };
+			for (String name : new String[] { "cap", "keyed" }) {
+				buckets.put(name, new long[] { 10 * cappedRates[random.nextInt(cappedRates.length)],
+						1 + random.nextInt(3), (2 + random.nextInt(10)) * MS + 1 + 2 * random.nextInt(500) });
+			}
+			return new Config(number, buckets);
+		}
+
+		long[] of(String bucket) {
+			return this.buckets.get(bucket.startsWith("keyed") ? "keyed" : bucket);
+		}
+
+		long tenths(String bucket) {
+			return of(bucket)[0];
+		}
+
+		long limit(String bucket) {
+			return of(bucket)[1];
+		}
+
+		long maxWait(String bucket) {
+			return of(bucket)[2];
+		}
+
+		static boolean capped(String bucket) {
+			return !bucket.equals("plain");
+		}
+
+		String[] properties() {
+			List<String> properties = new ArrayList<>();
+			this.buckets.forEach((name, b) -> {
+				String prefix = "ratelimit.buckets." + name + ".";
+				properties.add(prefix + "rate=" + new java.math.BigDecimal(BigInteger.valueOf(b[0]), 1).toPlainString());
+				properties.add(prefix + "limit=" + b[1]);
+				properties.add(prefix + "max-wait=" + b[2] + "ns");
+				if (capped(name)) {
+					properties.add(prefix + "capped-release=true");
+				}
+			});
+			return properties.toArray(new String[0]);
+		}
+
+		@Override
+		public String toString() {
+			StringBuilder s = new StringBuilder("configuration ").append(this.number).append(':');
+			this.buckets.forEach((name, b) -> s.append(' ')
+				.append(name)
+				.append(capped(name) ? "(capped)" : "")
+				.append(" rate=")
+				.append(b[0] / 10.0)
+				.append("/s limit=")
+				.append(b[1])
+				.append(" max-wait=")
+				.append(b[2])
+				.append("ns"));
+			return s.toString();
+		}
+	}
+
+	/** The methods: their bucket, how they return, and what is evaluated when they complete. */
+	enum Method {
+
+		CF_PLAIN("plain", Kind.CF, null), CF_CAP("cap", Kind.CF, null), MONO_PLAIN("plain", Kind.MONO, null),
+		MONO_CAP("cap", Kind.MONO, null), CF_PLAIN_REFUND("plain", Kind.CF, "refund"),
+		CF_PLAIN_SETTLE("plain", Kind.CF, "settle"), MONO_CAP_SETTLE("cap", Kind.MONO, "settle"),
+		MONO_PLAIN_REFUND("plain", Kind.MONO, "refund"), CF_KEYED("keyed", Kind.CF, null),
+		MONO_KEYED("keyed", Kind.MONO, null), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
+		BLOCKING_CAP("cap", Kind.BLOCKING, null);
+
+		final String bucket;
+
+		final Kind kind;
+
+		/** {@code refund} ({@code refundIf = "#result == 'refund'"}), {@code settle} ({@code #result} or the cost), or none. */
+		final String completes;
+
+		Method(String bucket, Kind kind, String completes) {
+			this.bucket = bucket;
+			this.kind = kind;
+			this.completes = completes;
+		}
+	}
+
+	enum Kind {
+
+		CF, MONO, BLOCKING
+
+	}
+
+	/** One call, as the reference sees it. */
+	static final class Call1 {
+
+		final long id;
+
+		final Method method;
+
+		/** The reference bucket: the bucket's name, or {@code keyed/<key>}. */
+		final String bucket;
+
+		final String key;
+
+		final long cost;
+
+		final long start;
+
+		final long maxWait;
+
+		boolean coveredAtClaim;
+
+		/** PENDING (waiting), RUNNING (granted, open), DONE. */
+		String state = "PENDING";
+
+		/** The caller's side: the returned future, or the subscription. */
+		CompletableFuture<Object> result;
+
+		Disposable subscription;
+
+		Call1(long id, Method method, String key, long cost, long start, long maxWait) {
+			this.id = id;
+			this.method = method;
+			this.key = key;
+			this.bucket = (key != null) ? method.bucket + "/" + key : method.bucket;
+			this.cost = cost;
+			this.start = start;
+			this.maxWait = maxWait;
+		}
+
+		@Override
+		public String toString() {
+			return "#" + this.id + " " + this.method + "(" + this.bucket + ":" + this.cost + ")";
+		}
+	}
+
+	/**
+	 * What a caller saw: {@code ran} (the method body ran), {@code refused} (with the refusal's bucket, cost,
+	 * retry-after and key), or {@code value}, {@code failed}, {@code cancelled} (the caller's future or
+	 * {@code Mono} completed so).
+	 */
+	record Event(long id, long time, String what, String detail) {
+
+		@Override
+		public String toString() {
+			return "#" + this.id + "@" + this.time + " " + this.what + ((this.detail != null) ? " " + this.detail : "");
+		}
+	}
+
+	/**
+	 * The exact bucket: level {@code a / den} tokens (negative when owed), the line of waiting claims and
+	 * of charges (a charge is {@code null}'s entry: nobody waits for it, those behind it pay it), and
+	 * (capped) the tokens in flight; its counts as the meters should show them.
+	 */
+	static final class RefBucket {
+
+		final String name;
+
+		final BigInteger num;
+
+		final BigInteger den;
+
+		final BigInteger full;
+
+		final long limit;
+
+		final boolean capped;
+
+		BigInteger a;
+
+		long time;
+
+		long inFlight;
+
+		/** Claims of waiting calls and charges, in line order: (call or null, tokens). */
+		final List<Object[]> queue = new ArrayList<>();
+
+		long granted;
+
+		long rejected;
+
+		long waits;
+
+		long waited;
+
+		RefBucket(String name, long tenths, long limit, boolean capped, long now) {
+			this.name = name;
+			BigInteger r = BigInteger.valueOf(tenths);
+			BigInteger p = BigInteger.valueOf(10 * SECOND);
+			BigInteger g = r.gcd(p);
+			this.num = r.divide(g);
+			this.den = p.divide(g);
+			this.limit = limit;
+			this.full = BigInteger.valueOf(limit).multiply(this.den);
+			this.capped = capped;
+			this.a = this.full;
+			this.time = now;
+		}
+
+		void advance(long now) {
+			if (now > this.time) {
+				this.a = this.a.add(this.num.multiply(BigInteger.valueOf(now - this.time))).min(this.full);
+				this.time = now;
+			}
+		}
+
+		BigInteger scaled(long n) {
+			return BigInteger.valueOf(n).multiply(this.den);
+		}
+
+		long ceilDiv(BigInteger missing) {
+			BigInteger[] qr = missing.divideAndRemainder(this.num);
+			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
+		}
+
+		/** Nanoseconds until a whole interval of {@code tokens} tokens. */
+		long interval(long tokens) {
+			return ceilDiv(scaled(tokens));
+		}
+
+		long newWait(long n) {
+			if (n == 0) {
+				return 0;
+			}
+			BigInteger missing = scaled(n).subtract(this.a);
+			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
+		}
+
+		/** Capped: whether a new claim of {@code n} is within the limit. */
+		boolean fits(long n) {
+			return !this.capped || this.inFlight + claimed(this.queue.size()) + n <= this.limit;
+		}
+
+		private long claimed(int upTo) {
+			long claimed = 0;
+			for (int i = 0; i < upTo; i++) {
+				if (this.queue.get(i)[0] != null) {
+					claimed += (long) this.queue.get(i)[1];
+				}
+			}
+			return claimed;
+		}
+
+		private int indexOf(Call1 call) {
+			for (int i = 0; i < this.queue.size(); i++) {
+				if (this.queue.get(i)[0] == call) {
+					return i;
+				}
+			}
+			throw new IllegalStateException(call + " has no claim on " + this.name);
+		}
+
+		long rateWait(Call1 call) {
+			int at = indexOf(call);
+			if ((long) this.queue.get(at)[1] == 0) {
+				return 0;
+			}
+			long behind = 0;
+			for (int i = at + 1; i < this.queue.size(); i++) {
+				behind += (long) this.queue.get(i)[1];
+			}
+			BigInteger missing = this.a.add(scaled(behind)).negate();
+			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
+		}
+
+		boolean withinCeiling(Call1 call) {
+			int at = indexOf(call);
+			if (!this.capped || (long) this.queue.get(at)[1] == 0) {
+				return true;
+			}
+			return this.inFlight + claimed(at + 1) <= this.limit;
+		}
+
+		void claim(Call1 call, long n) {
+			this.a = this.a.subtract(scaled(n));
+			this.queue.add(new Object[] { call, n });
+		}
+
+		void giveBack(Call1 call) {
+			long n = (long) this.queue.remove(indexOf(call))[1];
+			this.a = this.a.add(scaled(n)).min(this.full);
+			dropLeadingCharges();
+		}
+
+		void grant(Call1 call, long waited) {
+			long n = (long) this.queue.remove(indexOf(call))[1];
+			if (this.capped) {
+				this.inFlight += n;
+			}
+			this.granted++;
+			if (waited > 0) {
+				this.waits++;
+				this.waited += waited;
+			}
+			dropLeadingCharges();
+		}
+
+		/** Tokens a granted call gives back to the rate: never above the limit. */
+		void refund(long n) {
+			this.a = this.a.add(scaled(n)).min(this.full);
+		}
+
+		/** Tokens taken without waiting, at the end of the line. */
+		void charge(long n) {
+			this.a = this.a.subtract(scaled(n));
+			if (!this.queue.isEmpty()) {
+				this.queue.add(new Object[] { null, n });
+			}
+		}
+
+		private void dropLeadingCharges() {
+			while (!this.queue.isEmpty() && this.queue.get(0)[0] == null) {
+				this.queue.remove(0);
+			}
+		}
+
+		long waiting() {
+			long waiting = 0;
+			for (Object[] claim : this.queue) {
+				if (claim[0] != null) {
+					waiting++;
+				}
+			}
+			return waiting;
+		}
+
+		boolean idle() {
+			return this.a.equals(this.full) && this.inFlight == 0 && waiting() == 0;
+		}
+
+		long available() {
+			long byRate = (this.a.signum() <= 0) ? 0 : this.a.divide(this.den).longValueExact();
+			if (!this.capped) {
+				return byRate;
+			}
+			return Math.max(0, Math.min(byRate, this.limit - this.inFlight - claimed(this.queue.size())));
+		}
+
+		long deficiency() {
+			if (this.a.signum() >= 0) {
+				return 0;
+			}
+			BigInteger[] qr = this.a.negate().divideAndRemainder(this.den);
+			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
+		}
+
+		@Override
+		public String toString() {
+			StringBuilder s = new StringBuilder();
+			s.append(new java.math.BigDecimal(this.a.multiply(BigInteger.valueOf(SECOND)).divide(this.den), 9)
+				.stripTrailingZeros()
+				.toPlainString());
+			if (this.capped) {
+				s.append(" (").append(this.inFlight).append(" in flight)");
+			}
+			if (!this.queue.isEmpty()) {
+				s.append(" line[");
+				for (Object[] claim : this.queue) {
+					s.append(' ').append((claim[0] != null) ? "#" + ((Call1) claim[0]).id : "charge").append(':').append(claim[1]);
+				}
+				s.append(" ]");
+			}
+			return s.toString();
+		}
+	}
+
+	/** One context's reference and the application under test; runs sequences one after the other. */
+	static final class Model {
+
+		private final Config config;
+
+		private final AtomicLong clock;
+
+		private final ManualTimer timer;
+
+		private final Service service;
+
+		private final RateLimiterRegistry registry;
+
+		private final MeterRegistry meters;
+
+		private final Map<String, Long> tally;
+
+		private final Map<String, RefBucket> refs = new LinkedHashMap<>();
+
+		private final Map<Long, Call1> open = new LinkedHashMap<>();
+
+		private long now;
+
+		private long nextId;
+
+		private final List<Event> expected = new ArrayList<>();
+
+		private final List<Event> actual = Collections.synchronizedList(new ArrayList<>());
+
+		/** The positive-cost calls run so far, per reference bucket, in the order they ran. */
+		private final Map<String, Long> lastRan = new HashMap<>();
+
+		private SplittableRandom random;
+
+		private List<String> trace;
+
+		Model(Config config, AtomicLong clock, ManualTimer timer, Service service, RateLimiterRegistry registry,
+				MeterRegistry meters, Map<String, Long> tally) {
+			this.config = config;
+			this.clock = clock;
+			this.timer = timer;
+			this.service = service;
+			this.registry = registry;
+			this.meters = meters;
+			this.tally = tally;
+			this.now = clock.get();
+			for (String name : BUCKETS) {
+				this.refs.put(name, new RefBucket(name, config.tenths(name), config.limit(name), Config.capped(name),
+						this.now));
+			}
+			service.listen((id) -> ran(id));
+		}
+
+		private void ran(long id) {
+			this.actual.add(new Event(id, this.clock.get(), "ran", null));
+		}
+
+		void run(long seed) {
+			this.random = new SplittableRandom(seed);
+			this.trace = new ArrayList<>();
+			try {
+				finishPrevious();
+				for (int step = 0; step < STEPS; step++) {
+					step();
+					check();
+				}
+			}
+			catch (AssertionError | RuntimeException ex) {
+				StringBuilder message = new StringBuilder("seed ").append(seed)
+					.append(" (replay with -Dmodel.seed=")
+					.append(seed)
+					.append(")\n  ")
+					.append(this.config)
+					.append('\n');
+				for (String line : this.trace) {
+					message.append("  ").append(line).append('\n');
+				}
+				message.append("  => ").append(ex);
+				throw new AssertionError(message.toString(), ex);
+			}
+		}
+
+		private void finishPrevious() {
+			moveTo(this.now + HOUR, "start: an hour later (waiting calls decided)");
+			check();
+			for (Call1 call : new ArrayList<>(this.open.values())) {
+				complete(call, false);
+				check();
+			}
+			if (!this.open.isEmpty()) {
+				throw new AssertionError("calls still open at the start: " + this.open.values());
+			}
+			moveTo(this.now + DAY, "a day later: every bucket full");
+			check();
+		}
+
+		private void step() {
+			int op = this.random.nextInt(100);
+			if (op < 22) {
+				moveClock();
+			}
+			else if (op < 62) {
+				Method[] methods = Method.values();
+				call(methods[this.random.nextInt(methods.length)]);
+			}
+			else if (op < 82) {
+				List<Call1> running = open("RUNNING");
+				if (running.isEmpty()) {
+					moveClock();
+				}
+				else {
+					complete(running.get(this.random.nextInt(running.size())), this.random.nextInt(4) == 0);
+				}
+			}
+			else {
+				List<Call1> cancellable = new ArrayList<>(this.open.values());
+				cancellable.removeIf((c) -> c.method.kind == Kind.BLOCKING);
+				if (cancellable.isEmpty()) {
+					moveClock();
+				}
+				else {
+					cancel(cancellable.get(this.random.nextInt(cancellable.size())));
+				}
+			}
+		}
+
+		private List<Call1> open(String state) {
+			return this.open.values().stream().filter((c) -> c.state.equals(state)).toList();
+		}
+
+		private void moveClock() {
+			RefBucket any = this.refs.get(BUCKETS[this.random.nextInt(BUCKETS.length)]);
+			long delta = switch (this.random.nextInt(14)) {
+				case 0 -> 0;
+				case 1 -> 1 + this.random.nextInt(1000);
+				case 2, 3 -> 1 + this.random.nextLong(MS);
+				case 4, 5 -> MS + this.random.nextLong(9 * MS);
+				case 6 -> this.random.nextLong(50 * MS);
+				case 7 -> any.interval(1 + this.random.nextInt(3)) + this.random.nextInt(3) - 1;
+				case 8 -> (this.random.nextInt(3) == 0) ? HOUR : SECOND;
+				default -> nextDeadline();
+			};
+			moveTo(this.now + Math.max(0, delta), "clock +" + delta + " ns");
+		}
+
+		/** To a waiting call's deadline or due time, a nanosecond before or after. */
+		private long nextDeadline() {
+			List<Long> instants = new ArrayList<>();
+			for (Call1 call : this.open.values()) {
+				if (call.state.equals("PENDING")) {
+					instants.add(call.start + call.maxWait);
+					instants.add(this.now + ref(call.bucket).rateWait(call));
+				}
+			}
+			if (instants.isEmpty()) {
+				return this.random.nextLong(3 * MS);
+			}
+			long at = instants.get(this.random.nextInt(instants.size())) + this.random.nextInt(3) - 1;
+			return Math.max(0, at - this.now);
+		}
+
+		private void moveTo(long target, String what) {
+			log("%s", what);
+			this.timer.runUntil(target);
+			decideUntil(target);
+			if (this.clock.get() != target) {
+				throw new AssertionError("clock at " + this.clock.get() + ", expected " + target);
+			}
+			compareEvents();
+		}
+
+		private RefBucket ref(String bucket) {
+			RefBucket ref = this.refs.get(bucket);
+			ref.advance(this.now);
+			return ref;
+		}
+
+		private void call(Method method) {
+			long before = switch (this.random.nextInt(4)) {
+				case 0 -> 0;
+				case 1 -> 1 + this.random.nextInt(1000);
+				default -> this.random.nextLong(2 * MS);
+			};
+			if (before > 0) {
+				moveTo(this.now + before, "clock +" + before + " ns");
+			}
+			String key = method.bucket.equals("keyed") ? (this.random.nextBoolean() ? "x" : "y") : null;
+			String bucket = (key != null) ? "keyed/" + key : method.bucket;
+			long limit = this.config.limit(bucket);
+			long cost = this.random.nextLong(Config.capped(bucket) ? limit + 1 : limit + 2);
+			// two capped deadlines of one bucket never meet (which of two refusals at one instant comes first
+			// is not the contract's)
+			while (Config.capped(bucket) && deadlineTaken(bucket, this.now + this.config.maxWait(bucket))) {
+				moveTo(this.now + 1, "clock +1 ns (two deadlines would meet)");
+			}
+			Call1 call = new Call1(this.nextId++, method, key, cost, this.now, this.config.maxWait(bucket));
+			if (method.kind == Kind.BLOCKING && !decidedAtOnce(call)) {
+				count("blocking call left out: it would wait");
+				return;
+			}
+			log("call %s", call);
+			this.made.put(call.id, call);
+			long id = call.id;
+			if (method.kind != Kind.MONO) {
+				claim(call);
+			}
+			switch (method.kind) {
+				case CF -> {
+					CompletableFuture<Object> result = switch (method) {
+						case CF_PLAIN -> this.service.cfPlain(id, cost);
+						case CF_CAP -> this.service.cfCap(id, cost);
+						case CF_PLAIN_REFUND -> this.service.cfPlainRefund(id, cost);
+						case CF_PLAIN_SETTLE -> this.service.cfPlainSettle(id, cost);
+						default -> this.service.cfKeyed(id, key, cost);
+					};
+					call.result = result;
+					result.whenComplete((value, failure) -> {
+						Throwable cause = (failure instanceof CompletionException && failure.getCause() != null)
+								? failure.getCause() : failure;
+						outcome(id, value, cause);
+					});
+				}
+				case MONO -> {
+					Mono<Object> mono = switch (method) {
+						case MONO_PLAIN -> this.service.monoPlain(id, cost);
+						case MONO_CAP -> this.service.monoCap(id, cost);
+						case MONO_CAP_SETTLE -> this.service.monoCapSettle(id, cost);
+						case MONO_PLAIN_REFUND -> this.service.monoPlainRefund(id, cost);
+						default -> this.service.monoKeyed(id, key, cost);
+					};
+					if (this.random.nextInt(4) == 0) {
+						check(); // nothing happens before subscription
+					}
+					claim(call);
+					call.subscription = mono.subscribe((value) -> outcome(id, value, null),
+							(failure) -> outcome(id, null, failure));
+				}
+				default -> {
+					try {
+						if (method == Method.BLOCKING_PLAIN) {
+							this.service.blockingPlain(id, cost);
+						}
+						else {
+							this.service.blockingCap(id, cost);
+						}
+						outcome(id, "returned", null);
+					}
+					catch (RateLimitExceededException ex) {
+						outcome(id, null, ex);
+					}
+				}
+			}
+			this.timer.runUntil(this.now);
+			decideUntil(this.now);
+			if (method.kind == Kind.BLOCKING && call.state.equals("RUNNING")) {
+				this.expected.add(new Event(id, this.now, "value", "returned"));
+				release(call); // returned: its capped tokens are back
+				this.timer.runUntil(this.now);
+				decideUntil(this.now);
+			}
+			compareEvents();
+		}
+
+		private boolean deadlineTaken(String bucket, long deadline) {
+			for (Call1 other : this.open.values()) {
+				if (other.state.equals("PENDING") && other.bucket.equals(bucket)
+						&& other.start + other.maxWait == deadline) {
+					return true;
+				}
+			}
+			return false;
+		}
+
+		private void outcome(long id, Object value, Throwable failure) {
+			long at = this.clock.get();
+			if (failure == null) {
+				this.actual.add(new Event(id, at, "value", String.valueOf(value)));
+			}
+			else if (failure instanceof RateLimitExceededException ex) {
+				this.actual.add(new Event(id, at, "refused", refusal(ex.getBucket(), ex.getCost(),
+						ex.getRetryAfter().toNanos(), ex.getKey(), ex.getClass().getSimpleName())));
+			}
+			else if (failure instanceof Completion) {
+				this.actual.add(new Event(id, at, "failed", null));
+			}
+			else if (failure instanceof CancellationException) {
+				this.actual.add(new Event(id, at, "cancelled", null));
+			}
+			else {
+				this.actual.add(new Event(id, at, "error", failure.toString()));
+			}
+		}
+
+		private static String refusal(String bucket, long cost, long retry, String key, String type) {
+			return "by " + bucket + " (cost " + cost + ", retry after " + retry + " ns, key " + key + ", " + type + ")";
+		}
+
+		private boolean decidedAtOnce(Call1 call) {
+			RefBucket ref = ref(call.bucket);
+			long wait = ref.newWait(call.cost);
+			return wait > call.maxWait || (wait == 0 && (call.cost == 0 || ref.fits(call.cost)));
+		}
+
+		private void claim(Call1 call) {
+			RefBucket ref = ref(call.bucket);
+			long wait = ref.newWait(call.cost);
+			if (wait > call.maxWait) {
+				count("refused at the claim");
+				ref.rejected++;
+				call.state = "DONE";
+				this.expected.add(new Event(call.id, this.now, "refused", refusal(call.method.bucket, call.cost, wait,
+						call.key, (call.key != null) ? "KeyedBucketExceeded" : "RateLimitExceededException")));
+				return;
+			}
+			call.coveredAtClaim = call.cost == 0 || (wait == 0 && ref.fits(call.cost));
+			ref.claim(call, call.cost);
+			this.open.put(call.id, call);
+		}
+
+		/** Decides, in time order, what falls due up to {@code until}: grants and capped refusals. */
+		private void decideUntil(long until) {
+			for (;;) {
+				long best = Long.MAX_VALUE;
+				Call1 next = null;
+				boolean grant = false;
+				for (Call1 call : this.open.values()) {
+					if (!call.state.equals("PENDING")) {
+						continue;
+					}
+					RefBucket ref = ref(call.bucket);
+					boolean within = ref.withinCeiling(call);
+					long at = within ? this.now + ref.rateWait(call) : call.start + call.maxWait;
+					if (at < best) {
+						best = at;
+						next = call;
+						grant = within;
+					}
+				}
+				if (next == null || best > until) {
+					break;
+				}
+				if (best < this.now) {
+					throw new IllegalStateException("reference: " + next + " due at " + best + ", now " + this.now);
+				}
+				this.now = best;
+				RefBucket ref = ref(next.bucket);
+				if (grant) {
+					long waited = this.now - next.start;
+					count((waited > 0) ? "granted after waiting" : "granted at once");
+					ref.grant(next, next.coveredAtClaim ? 0 : waited);
+					next.state = "RUNNING";
+					this.expected.add(new Event(next.id, this.now, "ran", null));
+				}
+				else {
+					count("refused for releases that did not come");
+					ref.giveBack(next);
+					ref.rejected++;
+					next.state = "DONE";
+					this.open.remove(next.id);
+					this.expected.add(new Event(next.id, this.now, "refused", refusal(next.method.bucket, next.cost,
+							RELEASE_RETRY, next.key, (next.key != null) ? "KeyedBucketExceeded"
+									: "RateLimitExceededException")));
+				}
+			}
+			this.now = Math.max(this.now, until);
+			for (RefBucket ref : this.refs.values()) {
+				ref.advance(this.now);
+			}
+		}
+
+		/** A running call completes: the completion attributes, then the capped release. */
+		private void complete(Call1 call, boolean failing) {
+			Object value;
+			if (call.method.completes == null) {
+				value = "done";
+			}
+			else if (call.method.completes.equals("refund")) {
+				value = this.random.nextBoolean() ? "refund" : "keep";
+			}
+			else {
+				value = this.random.nextLong(this.config.limit(call.bucket) + 3);
+			}
+			log("complete %s %s", call, failing ? "with an exception" : "with " + value);
+			RefBucket ref = ref(call.bucket);
+			if (!failing && "refund".equals(value)) {
+				ref.refund(call.cost);
+				count("refundIf: refunded");
+			}
+			if (!failing && value instanceof Long real) {
+				if (real < call.cost) {
+					ref.refund(call.cost - real);
+					count("settle: refunded");
+				}
+				else if (real > call.cost) {
+					ref.charge(real - call.cost);
+					count(ref.waiting() > 0 ? "settle: charged with callers waiting" : "settle: charged");
+				}
+			}
+			release(call);
+			this.expected.add(new Event(call.id, this.now, failing ? "failed" : "value", failing ? null : String.valueOf(value)));
+			if (call.method.kind == Kind.CF) {
+				CompletableFuture<Object> inner = this.service.futures().remove(call.id);
+				if (inner == null) {
+					throw new AssertionError(call + " is running in the reference, but its method never ran");
+				}
+				if (failing) {
+					inner.completeExceptionally(new Completion());
+				}
+				else {
+					inner.complete(value);
+				}
+			}
+			else {
+				Sinks.One<Object> inner = this.service.monos().remove(call.id);
+				if (inner == null) {
+					throw new AssertionError(call + " is running in the reference, but its method never ran");
+				}
+				Sinks.EmitResult emitted = failing ? inner.tryEmitError(new Completion()) : inner.tryEmitValue(value);
+				if (emitted.isFailure()) {
+					throw new AssertionError(call + ": could not complete its Mono: " + emitted);
+				}
+			}
+			this.timer.runUntil(this.now);
+			decideUntil(this.now);
+			compareEvents();
+		}
+
+		/** The caller gives up: the future cancelled, the subscription disposed. */
+		private void cancel(Call1 call) {
+			log("cancel %s (%s)", call, call.state.equals("PENDING") ? "waiting" : "running");
+			RefBucket ref = ref(call.bucket);
+			if (call.state.equals("PENDING")) {
+				count("cancelled while waiting");
+				ref.giveBack(call);
+				call.state = "DONE";
+				this.open.remove(call.id);
+			}
+			else {
+				count("cancelled while running");
+				release(call);
+			}
+			if (call.method.kind == Kind.CF) {
+				this.expected.add(new Event(call.id, this.now, "cancelled", null));
+				call.result.cancel(false);
+				this.service.futures().remove(call.id);
+			}
+			else {
+				call.subscription.dispose();
+				this.service.monos().remove(call.id);
+			}
+			this.timer.runUntil(this.now);
+			decideUntil(this.now);
+			compareEvents();
+		}
+
+		private void release(Call1 call) {
+			RefBucket ref = ref(call.bucket);
+			if (ref.capped) {
+				ref.inFlight -= call.cost;
+			}
+			call.state = "DONE";
+			this.open.remove(call.id);
+		}
+
+		private void compareEvents() {
+			List<Event> actual;
+			synchronized (this.actual) {
+				actual = new ArrayList<>(this.actual);
+				this.actual.clear();
+			}
+			// first-come first-served: the positive-cost calls of one bucket run in the order they were made
+			for (Event event : actual) {
+				if (event.what().equals("ran")) {
+					Call1 call = findCall(event.id());
+					if (call != null && call.cost > 0) {
+						Long last = this.lastRan.put(call.bucket, call.id);
+						if (last != null && last > call.id) {
+							throw new AssertionError(call + " ran after #" + last + ", made after it, on " + call.bucket);
+						}
+					}
+				}
+			}
+			Comparator<Event> order = Comparator.comparingLong(Event::time)
+				.thenComparingLong(Event::id)
+				.thenComparing(Event::what);
+			actual.sort(order);
+			List<Event> expected = new ArrayList<>(this.expected);
+			this.expected.clear();
+			expected.sort(order);
+			for (Event event : expected) {
+				log("  reference: %s", event);
+			}
+			if (!actual.equals(expected)) {
+				for (Event event : actual) {
+					log("  application: %s", event);
+				}
+				throw new AssertionError("callers saw: application " + actual + ", reference " + expected);
+			}
+		}
+
+		private final Map<Long, Call1> made = new HashMap<>();
+
+		private Call1 findCall(long id) {
+			Call1 call = this.open.get(id);
+			return (call != null) ? call : this.made.get(id);
+		}
+
+		private void check() {
+			StringBuilder state = new StringBuilder("    [reference:");
+			for (String name : BUCKETS) {
+				state.append(' ').append(name).append('=').append(ref(name));
+			}
+			this.trace.add(state.append(']').toString());
+			Map<String, long[]> counts = new HashMap<>();
+			for (String name : BUCKETS) {
+				RefBucket ref = ref(name);
+				RateLimiter limiter;
+				if (name.startsWith("keyed/")) {
+					RegisteredBucket keyed = this.registry.get("keyed");
+					limiter = (keyed.keys() == 0) ? null : keyed.keyed().find(name.substring("keyed/".length()));
+					if (limiter == null) {
+						if (!ref.idle()) {
+							throw new AssertionError(name + ": the key has no bucket, but the reference's is not idle: "
+									+ ref);
+						}
+						count("a key without a bucket of its own");
+					}
+				}
+				else {
+					limiter = this.registry.get(name).limiter();
+				}
+				if (limiter != null) {
+					RateLimiterSnapshot snapshot = limiter.snapshot();
+					equal(name + ": available", (long) snapshot.available(), ref.available());
+					equal(name + ": deficiency", (long) snapshot.deficiency(), ref.deficiency());
+					equal(name + ": waiting", (long) snapshot.waiting(), ref.waiting());
+					equal(name + ": inFlight", (long) snapshot.inFlight(), ref.inFlight);
+				}
+				long[] c = counts.computeIfAbsent(name.split("/")[0], (k) -> new long[4]);
+				c[0] += ref.granted;
+				c[1] += ref.rejected;
+				c[2] += ref.waits;
+				c[3] += ref.waited;
+			}
+			counts.forEach((name, c) -> {
+				BucketStats stats = this.registry.get(name).stats();
+				equal(name + ": granted", stats.granted(), c[0]);
+				equal(name + ": rejected", stats.rejected(), c[1]);
+				equal(name + ": ratelimit.calls granted", calls(name, "granted"), c[0]);
+				equal(name + ": ratelimit.calls rejected", calls(name, "rejected"), c[1]);
+				Timer waits = this.meters.get("ratelimit.wait").tag("bucket", name).timer();
+				equal(name + ": ratelimit.wait count", waits.count(), c[2]);
+				equal(name + ": ratelimit.wait total (ns)", Math.round(waits.totalTime(TimeUnit.NANOSECONDS)), c[3]);
+			});
+		}
+
+		private long calls(String bucket, String outcome) {
+			return Math.round(this.meters.get("ratelimit.calls")
+				.tags("bucket", bucket, "outcome", outcome)
+				.functionCounter()
+				.count());
+		}
+
+		private void count(String what) {
+			this.tally.merge(what, 1L, Long::sum);
+		}
+
+		private void log(String format, Object... args) {
+			this.trace.add("t=" + this.clock.get() + " " + String.format(format, args));
+		}
+
+		private static void equal(String what, Object actual, Object expected) {
+			if (!Objects.equals(actual, expected)) {
+				throw new AssertionError(what + ": application " + actual + ", reference " + expected);
+			}
+		}
+	}
+
+	/** The exception a call's own future or {@code Mono} fails with when the test fails it. */
+	static final class Completion extends RuntimeException {
+
+		private static final long serialVersionUID = 1L;
+
+		Completion() {
+			super("completed exceptionally by the test", null, false, false);
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class ServiceConfiguration {
+
+		@Bean
+		Service service() {
+			return new Service();
+		}
+	}
+
+	/** The guarded methods; each tells the test it ran, and returns what the test completes. */
+	static class Service {
+
+		private volatile LongConsumer ran;
+
+		private final Map<Long, CompletableFuture<Object>> futures = new ConcurrentHashMap<>();
+
+		private final Map<Long, Sinks.One<Object>> monos = new ConcurrentHashMap<>();
+
+		/** (Public, so that the proxy hands it to the bean.) */
+		public void listen(LongConsumer ran) {
+			this.ran = ran;
+		}
+
+		/** The futures of the {@code CompletableFuture} methods that ran and are not completed yet, by call. */
+		public Map<Long, CompletableFuture<Object>> futures() {
+			return this.futures;
+		}
+
+		/** The sinks of the {@code Mono} methods that ran and are not completed yet, by call. */
+		public Map<Long, Sinks.One<Object>> monos() {
+			return this.monos;
+		}
+
+		private CompletableFuture<Object> future(long id) {
+			this.ran.accept(id);
+			CompletableFuture<Object> future = new CompletableFuture<>();
+			this.futures.put(id, future);
+			return future;
+		}
+
+		private Mono<Object> mono(long id) {
+			this.ran.accept(id);
+			Sinks.One<Object> sink = Sinks.one();
+			this.monos.put(id, sink);
+			return sink.asMono();
+		}
+
+		@RateLimited(value = "plain", cost = "#n")
+		public CompletableFuture<Object> cfPlain(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n")
+		public CompletableFuture<Object> cfCap(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", refundIf = "#result == 'refund'")
+		public CompletableFuture<Object> cfPlainRefund(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", settle = "#result == null ? #n : #result")
+		public CompletableFuture<Object> cfPlainSettle(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "keyed", cost = "#n", key = "#key")
+		public CompletableFuture<Object> cfKeyed(long id, String key, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n")
+		public Mono<Object> monoPlain(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n")
+		public Mono<Object> monoCap(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n", settle = "#result == null ? #n : #result")
+		public Mono<Object> monoCapSettle(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", refundIf = "#result == 'refund'")
+		public Mono<Object> monoPlainRefund(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "keyed", cost = "#n", key = "#key")
+		public Mono<Object> monoKeyed(long id, String key, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n")
+		public void blockingPlain(long id, long n) {
+			this.ran.accept(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n")
+		public void blockingCap(long id, long n) {
+			this.ran.accept(id);
+		}
+	}
+}
