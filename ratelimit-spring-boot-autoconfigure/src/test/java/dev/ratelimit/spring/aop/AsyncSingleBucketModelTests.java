@@ -107,6 +107,9 @@ class AsyncSingleBucketModelTests {
 
 	private static final long DAY = TimeUnit.DAYS.toNanos(1);
 
+	/** What the test's subscriber of a {@code Mono} sees when it completes empty. */
+	private static final String EMPTY = "<empty>";
+
 	/** What a refusal for releases that did not come reports as its retry-after. */
 	private static final long RELEASE_RETRY = MS;
 
@@ -247,7 +250,8 @@ class AsyncSingleBucketModelTests {
 		CF_PLAIN_SETTLE("plain", Kind.CF, "settle"), MONO_CAP_SETTLE("cap", Kind.MONO, "settle"),
 		MONO_PLAIN_REFUND("plain", Kind.MONO, "refund"), CF_KEYED("keyed", Kind.CF, null),
 		MONO_KEYED("keyed", Kind.MONO, null), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
-		BLOCKING_CAP("cap", Kind.BLOCKING, null);
+		BLOCKING_CAP("cap", Kind.BLOCKING, null), CF_CAP_NO_WAIT("cap", Kind.CF, null, 0),
+		MONO_PLAIN_LONG_WAIT("plain", Kind.MONO, null, SECOND), MONO_CAP_NO_WAIT("cap", Kind.MONO, null, 0);
 
 		final String bucket;
 
@@ -256,10 +260,18 @@ class AsyncSingleBucketModelTests {
 		/** {@code refund} ({@code refundIf = "#result == 'refund'"}), {@code settle} ({@code #result} or the cost), or none. */
 		final String completes;
 
+		/** The annotation's {@code maxWait} in nanoseconds, or -1 for the bucket's. */
+		final long maxWait;
+
 		Method(String bucket, Kind kind, String completes) {
+			this(bucket, kind, completes, -1);
+		}
+
+		Method(String bucket, Kind kind, String completes, long maxWait) {
 			this.bucket = bucket;
 			this.kind = kind;
 			this.completes = completes;
+			this.maxWait = maxWait;
 		}
 	}
 
@@ -288,6 +300,9 @@ class AsyncSingleBucketModelTests {
 		final long maxWait;
 
 		boolean coveredAtClaim;
+
+		/** What the method's body does: {@code returns} (what the test completes), {@code throws}, {@code returns null}. */
+		String body = "returns";
 
 		/** PENDING (waiting), RUNNING (granted, open), DONE. */
 		String state = "PENDING";
@@ -572,9 +587,6 @@ class AsyncSingleBucketModelTests {
 
 		private final List<Event> actual = Collections.synchronizedList(new ArrayList<>());
 
-		/** The positive-cost calls run so far, per reference bucket, in the order they ran. */
-		private final Map<String, Long> lastRan = new HashMap<>();
-
 		private SplittableRandom random;
 
 		private List<String> trace;
@@ -658,7 +670,10 @@ class AsyncSingleBucketModelTests {
 				}
 			}
 			else {
-				List<Call1> cancellable = new ArrayList<>(this.open.values());
+				List<Call1> cancellable = new ArrayList<>(open("PENDING"));
+				if (cancellable.isEmpty() || this.random.nextInt(3) == 0) {
+					cancellable = new ArrayList<>(this.open.values());
+				}
 				cancellable.removeIf((c) -> c.method.kind == Kind.BLOCKING);
 				if (cancellable.isEmpty()) {
 					moveClock();
@@ -721,8 +736,8 @@ class AsyncSingleBucketModelTests {
 		}
 
 		private void call(Method method) {
-			long before = switch (this.random.nextInt(4)) {
-				case 0 -> 0;
+			long before = switch (this.random.nextInt(5)) {
+				case 0, 4 -> 0;
 				case 1 -> 1 + this.random.nextInt(1000);
 				default -> this.random.nextLong(2 * MS);
 			};
@@ -735,16 +750,24 @@ class AsyncSingleBucketModelTests {
 			long cost = this.random.nextLong(Config.capped(bucket) ? limit + 1 : limit + 2);
 			// two capped deadlines of one bucket never meet (which of two refusals at one instant comes first
 			// is not the contract's)
-			while (Config.capped(bucket) && deadlineTaken(bucket, this.now + this.config.maxWait(bucket))) {
+			long maxWait = (method.maxWait >= 0) ? method.maxWait : this.config.maxWait(bucket);
+			while (Config.capped(bucket) && deadlineTaken(bucket, this.now + maxWait)) {
 				moveTo(this.now + 1, "clock +1 ns (two deadlines would meet)");
 			}
-			Call1 call = new Call1(this.nextId++, method, key, cost, this.now, this.config.maxWait(bucket));
+			Call1 call = new Call1(this.nextId++, method, key, cost, this.now, maxWait);
+			if (method.kind != Kind.BLOCKING) {
+				// the method's body, when it runs: returns what the test completes, or throws, or returns null
+				int body = this.random.nextInt(12);
+				call.body = (body == 0) ? "throws" : (body == 1) ? "returns null" : "returns";
+				if (!call.body.equals("returns")) {
+					this.service.bodies().put(call.id, call.body);
+				}
+			}
 			if (method.kind == Kind.BLOCKING && !decidedAtOnce(call)) {
 				count("blocking call left out: it would wait");
 				return;
 			}
-			log("call %s", call);
-			this.made.put(call.id, call);
+			log("call %s%s", call, call.body.equals("returns") ? "" : " (its body " + call.body + ")");
 			long id = call.id;
 			if (method.kind != Kind.MONO) {
 				claim(call);
@@ -756,6 +779,7 @@ class AsyncSingleBucketModelTests {
 						case CF_CAP -> this.service.cfCap(id, cost);
 						case CF_PLAIN_REFUND -> this.service.cfPlainRefund(id, cost);
 						case CF_PLAIN_SETTLE -> this.service.cfPlainSettle(id, cost);
+						case CF_CAP_NO_WAIT -> this.service.cfCapNoWait(id, cost);
 						default -> this.service.cfKeyed(id, key, cost);
 					};
 					call.result = result;
@@ -771,13 +795,15 @@ class AsyncSingleBucketModelTests {
 						case MONO_CAP -> this.service.monoCap(id, cost);
 						case MONO_CAP_SETTLE -> this.service.monoCapSettle(id, cost);
 						case MONO_PLAIN_REFUND -> this.service.monoPlainRefund(id, cost);
+						case MONO_CAP_NO_WAIT -> this.service.monoCapNoWait(id, cost);
+						case MONO_PLAIN_LONG_WAIT -> this.service.monoPlainLongWait(id, cost);
 						default -> this.service.monoKeyed(id, key, cost);
 					};
 					if (this.random.nextInt(4) == 0) {
 						check(); // nothing happens before subscription
 					}
 					claim(call);
-					call.subscription = mono.subscribe((value) -> outcome(id, value, null),
+					call.subscription = mono.defaultIfEmpty(EMPTY).subscribe((value) -> outcome(id, value, null),
 							(failure) -> outcome(id, null, failure));
 				}
 				default -> {
@@ -849,6 +875,10 @@ class AsyncSingleBucketModelTests {
 		private void claim(Call1 call) {
 			RefBucket ref = ref(call.bucket);
 			long wait = ref.newWait(call.cost);
+			if (wait <= call.maxWait && call.maxWait == 0 && call.cost > 0 && !ref.fits(call.cost)) {
+				wait = RELEASE_RETRY; // would wait for releases, and waits for nothing: refused at once
+				count("max-wait 0, refused for releases at once");
+			}
 			if (wait > call.maxWait) {
 				count("refused at the claim");
 				ref.rejected++;
@@ -895,6 +925,17 @@ class AsyncSingleBucketModelTests {
 					ref.grant(next, next.coveredAtClaim ? 0 : waited);
 					next.state = "RUNNING";
 					this.expected.add(new Event(next.id, this.now, "ran", null));
+					if (next.body.equals("throws")) {
+						count("its body threw");
+						release(next);
+						this.expected.add(new Event(next.id, this.now, "failed", null));
+					}
+					else if (next.body.equals("returns null")) {
+						count("its body returned null");
+						release(next);
+						this.expected.add(new Event(next.id, this.now, "value",
+								(next.method.kind == Kind.MONO) ? EMPTY : "null"));
+					}
 				}
 				else {
 					count("refused for releases that did not come");
@@ -916,7 +957,10 @@ class AsyncSingleBucketModelTests {
 		/** A running call completes: the completion attributes, then the capped release. */
 		private void complete(Call1 call, boolean failing) {
 			Object value;
-			if (call.method.completes == null) {
+			if (call.method.kind == Kind.MONO && this.random.nextInt(5) == 0) {
+				value = null; // completes empty
+			}
+			else if (call.method.completes == null) {
 				value = "done";
 			}
 			else if (call.method.completes.equals("refund")) {
@@ -942,7 +986,8 @@ class AsyncSingleBucketModelTests {
 				}
 			}
 			release(call);
-			this.expected.add(new Event(call.id, this.now, failing ? "failed" : "value", failing ? null : String.valueOf(value)));
+			this.expected.add(new Event(call.id, this.now, failing ? "failed" : "value",
+					failing ? null : (value != null) ? String.valueOf(value) : EMPTY));
 			if (call.method.kind == Kind.CF) {
 				CompletableFuture<Object> inner = this.service.futures().remove(call.id);
 				if (inner == null) {
@@ -960,7 +1005,8 @@ class AsyncSingleBucketModelTests {
 				if (inner == null) {
 					throw new AssertionError(call + " is running in the reference, but its method never ran");
 				}
-				Sinks.EmitResult emitted = failing ? inner.tryEmitError(new Completion()) : inner.tryEmitValue(value);
+				Sinks.EmitResult emitted = failing ? inner.tryEmitError(new Completion())
+						: (value != null) ? inner.tryEmitValue(value) : inner.tryEmitEmpty();
 				if (emitted.isFailure()) {
 					throw new AssertionError(call + ": could not complete its Mono: " + emitted);
 				}
@@ -1013,18 +1059,8 @@ class AsyncSingleBucketModelTests {
 				actual = new ArrayList<>(this.actual);
 				this.actual.clear();
 			}
-			// first-come first-served: the positive-cost calls of one bucket run in the order they were made
-			for (Event event : actual) {
-				if (event.what().equals("ran")) {
-					Call1 call = findCall(event.id());
-					if (call != null && call.cost > 0) {
-						Long last = this.lastRan.put(call.bucket, call.id);
-						if (last != null && last > call.id) {
-							throw new AssertionError(call + " ran after #" + last + ", made after it, on " + call.bucket);
-						}
-					}
-				}
-			}
+			// (calls granted at one instant may run in any order: a release wakes every waiter, and each claim
+			// covered then runs; first-come first-served shows in the instants, compared below)
 			Comparator<Event> order = Comparator.comparingLong(Event::time)
 				.thenComparingLong(Event::id)
 				.thenComparing(Event::what);
@@ -1041,13 +1077,6 @@ class AsyncSingleBucketModelTests {
 				}
 				throw new AssertionError("callers saw: application " + actual + ", reference " + expected);
 			}
-		}
-
-		private final Map<Long, Call1> made = new HashMap<>();
-
-		private Call1 findCall(long id) {
-			Call1 call = this.open.get(id);
-			return (call != null) ? call : this.made.get(id);
 		}
 
 		private void check() {
@@ -1149,6 +1178,8 @@ class AsyncSingleBucketModelTests {
 
 		private final Map<Long, Sinks.One<Object>> monos = new ConcurrentHashMap<>();
 
+		private final Map<Long, String> bodies = new ConcurrentHashMap<>();
+
 		/** (Public, so that the proxy hands it to the bean.) */
 		public void listen(LongConsumer ran) {
 			this.ran = ran;
@@ -1159,6 +1190,11 @@ class AsyncSingleBucketModelTests {
 			return this.futures;
 		}
 
+		/** What the body of a call does when it is not to return what the test completes: throws, returns null. */
+		public Map<Long, String> bodies() {
+			return this.bodies;
+		}
+
 		/** The sinks of the {@code Mono} methods that ran and are not completed yet, by call. */
 		public Map<Long, Sinks.One<Object>> monos() {
 			return this.monos;
@@ -1166,6 +1202,13 @@ class AsyncSingleBucketModelTests {
 
 		private CompletableFuture<Object> future(long id) {
 			this.ran.accept(id);
+			String body = this.bodies.remove(id);
+			if (body != null) {
+				if (body.equals("throws")) {
+					throw new Completion();
+				}
+				return null;
+			}
 			CompletableFuture<Object> future = new CompletableFuture<>();
 			this.futures.put(id, future);
 			return future;
@@ -1173,6 +1216,13 @@ class AsyncSingleBucketModelTests {
 
 		private Mono<Object> mono(long id) {
 			this.ran.accept(id);
+			String body = this.bodies.remove(id);
+			if (body != null) {
+				if (body.equals("throws")) {
+					throw new Completion();
+				}
+				return null;
+			}
 			Sinks.One<Object> sink = Sinks.one();
 			this.monos.put(id, sink);
 			return sink.asMono();
@@ -1225,6 +1275,21 @@ class AsyncSingleBucketModelTests {
 
 		@RateLimited(value = "keyed", cost = "#n", key = "#key")
 		public Mono<Object> monoKeyed(long id, String key, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n", maxWait = "0")
+		public CompletableFuture<Object> cfCapNoWait(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n", maxWait = "0")
+		public Mono<Object> monoCapNoWait(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", maxWait = "1s")
+		public Mono<Object> monoPlainLongWait(long id, long n) {
 			return mono(id);
 		}
 
