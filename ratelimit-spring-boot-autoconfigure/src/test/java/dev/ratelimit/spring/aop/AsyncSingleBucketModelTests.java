@@ -249,7 +249,8 @@ class AsyncSingleBucketModelTests {
 		MONO_CAP("cap", Kind.MONO, null), CF_PLAIN_REFUND("plain", Kind.CF, "refund"),
 		CF_PLAIN_SETTLE("plain", Kind.CF, "settle"), MONO_CAP_SETTLE("cap", Kind.MONO, "settle"),
 		MONO_PLAIN_REFUND("plain", Kind.MONO, "refund"), CF_KEYED("keyed", Kind.CF, null),
-		MONO_KEYED("keyed", Kind.MONO, null), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
+		MONO_KEYED("keyed", Kind.MONO, null), CF_CAP_REFUND_ON_ERROR("cap", Kind.CF, "refundOnError"),
+		MONO_PLAIN_REFUND_ON_ERROR("plain", Kind.MONO, "refundOnError"), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
 		BLOCKING_CAP("cap", Kind.BLOCKING, null), CF_CAP_NO_WAIT("cap", Kind.CF, null, 0),
 		MONO_PLAIN_LONG_WAIT("plain", Kind.MONO, null, SECOND), MONO_CAP_NO_WAIT("cap", Kind.MONO, null, 0);
 
@@ -780,6 +781,7 @@ class AsyncSingleBucketModelTests {
 						case CF_PLAIN_REFUND -> this.service.cfPlainRefund(id, cost);
 						case CF_PLAIN_SETTLE -> this.service.cfPlainSettle(id, cost);
 						case CF_CAP_NO_WAIT -> this.service.cfCapNoWait(id, cost);
+						case CF_CAP_REFUND_ON_ERROR -> this.service.cfCapRefundOnError(id, cost);
 						default -> this.service.cfKeyed(id, key, cost);
 					};
 					call.result = result;
@@ -796,6 +798,7 @@ class AsyncSingleBucketModelTests {
 						case MONO_CAP_SETTLE -> this.service.monoCapSettle(id, cost);
 						case MONO_PLAIN_REFUND -> this.service.monoPlainRefund(id, cost);
 						case MONO_CAP_NO_WAIT -> this.service.monoCapNoWait(id, cost);
+						case MONO_PLAIN_REFUND_ON_ERROR -> this.service.monoPlainRefundOnError(id, cost);
 						case MONO_PLAIN_LONG_WAIT -> this.service.monoPlainLongWait(id, cost);
 						default -> this.service.monoKeyed(id, key, cost);
 					};
@@ -927,11 +930,13 @@ class AsyncSingleBucketModelTests {
 					this.expected.add(new Event(next.id, this.now, "ran", null));
 					if (next.body.equals("throws")) {
 						count("its body threw");
+						completed(next, null, true);
 						release(next);
 						this.expected.add(new Event(next.id, this.now, "failed", null));
 					}
 					else if (next.body.equals("returns null")) {
 						count("its body returned null");
+						completed(next, null, false);
 						release(next);
 						this.expected.add(new Event(next.id, this.now, "value",
 								(next.method.kind == Kind.MONO) ? EMPTY : "null"));
@@ -954,6 +959,44 @@ class AsyncSingleBucketModelTests {
 			}
 		}
 
+		/**
+		 * What {@code refundIf} and {@code settle} do when a call completes with {@code value}, or fails: the
+		 * method's refundIf {@code #result == 'refund'}, or {@code #exception != null}; its settle
+		 * {@code #exception != null ? 0 : (#result == null ? #n : #result)}.
+		 */
+		private void completed(Call1 call, Object value, boolean failing) {
+			if (call.method.completes == null) {
+				return;
+			}
+			RefBucket ref = ref(call.bucket);
+			String waiters = (ref.waiting() > 0) ? " with callers waiting" : "";
+			switch (call.method.completes) {
+				case "refund" -> {
+					if (!failing && "refund".equals(value)) {
+						ref.refund(call.cost);
+						count("refundIf: refunded" + waiters);
+					}
+				}
+				case "refundOnError" -> {
+					if (failing) {
+						ref.refund(call.cost);
+						count("refundIf on error: refunded" + waiters);
+					}
+				}
+				default -> {
+					long real = failing ? 0 : (value instanceof Long settled) ? settled : call.cost;
+					if (real < call.cost) {
+						ref.refund(call.cost - real);
+						count("settle: refunded" + waiters);
+					}
+					else if (real > call.cost) {
+						ref.charge(real - call.cost);
+						count("settle: charged" + waiters);
+					}
+				}
+			}
+		}
+
 		/** A running call completes: the completion attributes, then the capped release. */
 		private void complete(Call1 call, boolean failing) {
 			Object value;
@@ -970,21 +1013,7 @@ class AsyncSingleBucketModelTests {
 				value = this.random.nextLong(this.config.limit(call.bucket) + 3);
 			}
 			log("complete %s %s", call, failing ? "with an exception" : "with " + value);
-			RefBucket ref = ref(call.bucket);
-			if (!failing && "refund".equals(value)) {
-				ref.refund(call.cost);
-				count("refundIf: refunded");
-			}
-			if (!failing && value instanceof Long real) {
-				if (real < call.cost) {
-					ref.refund(call.cost - real);
-					count("settle: refunded");
-				}
-				else if (real > call.cost) {
-					ref.charge(real - call.cost);
-					count(ref.waiting() > 0 ? "settle: charged with callers waiting" : "settle: charged");
-				}
-			}
+			completed(call, value, failing);
 			release(call);
 			this.expected.add(new Event(call.id, this.now, failing ? "failed" : "value",
 					failing ? null : (value != null) ? String.valueOf(value) : EMPTY));
@@ -1028,6 +1057,11 @@ class AsyncSingleBucketModelTests {
 			}
 			else {
 				count("cancelled while running");
+				if (call.method.kind == Kind.CF) {
+					// the aspect cancels the method's own future, which completes it with a CancellationException:
+					// refundIf and settle see it as #exception (a cancelled Mono has no outcome: they are not evaluated)
+					completed(call, null, true);
+				}
 				release(call);
 			}
 			if (call.method.kind == Kind.CF) {
@@ -1243,7 +1277,7 @@ class AsyncSingleBucketModelTests {
 			return future(id);
 		}
 
-		@RateLimited(value = "plain", cost = "#n", settle = "#result == null ? #n : #result")
+		@RateLimited(value = "plain", cost = "#n", settle = "#exception != null ? 0 : (#result == null ? #n : #result)")
 		public CompletableFuture<Object> cfPlainSettle(long id, long n) {
 			return future(id);
 		}
@@ -1263,7 +1297,7 @@ class AsyncSingleBucketModelTests {
 			return mono(id);
 		}
 
-		@RateLimited(value = "cap", cost = "#n", settle = "#result == null ? #n : #result")
+		@RateLimited(value = "cap", cost = "#n", settle = "#exception != null ? 0 : (#result == null ? #n : #result)")
 		public Mono<Object> monoCapSettle(long id, long n) {
 			return mono(id);
 		}
@@ -1275,6 +1309,16 @@ class AsyncSingleBucketModelTests {
 
 		@RateLimited(value = "keyed", cost = "#n", key = "#key")
 		public Mono<Object> monoKeyed(long id, String key, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n", refundIf = "#exception != null")
+		public CompletableFuture<Object> cfCapRefundOnError(long id, long n) {
+			return future(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", refundIf = "#exception != null")
+		public Mono<Object> monoPlainRefundOnError(long id, long n) {
 			return mono(id);
 		}
 
