@@ -351,13 +351,13 @@ class AsyncSingleBucketModelTests {
 
 		final String name;
 
-		final BigInteger num;
+		BigInteger num;
 
-		final BigInteger den;
+		BigInteger den;
 
-		final BigInteger full;
+		BigInteger full;
 
-		final long limit;
+		long limit;
 
 		final boolean capped;
 
@@ -380,16 +380,39 @@ class AsyncSingleBucketModelTests {
 
 		RefBucket(String name, long tenths, long limit, boolean capped, long now) {
 			this.name = name;
-			BigInteger r = BigInteger.valueOf(tenths);
-			BigInteger p = BigInteger.valueOf(10 * SECOND);
-			BigInteger g = r.gcd(p);
-			this.num = r.divide(g);
-			this.den = p.divide(g);
+			setRate(tenths);
 			this.limit = limit;
 			this.full = BigInteger.valueOf(limit).multiply(this.den);
 			this.capped = capped;
 			this.a = this.full;
 			this.time = now;
+		}
+
+		private void setRate(long tenths) {
+			BigInteger r = BigInteger.valueOf(tenths);
+			BigInteger p = BigInteger.valueOf(10 * SECOND);
+			BigInteger g = r.gcd(p);
+			this.num = r.divide(g);
+			this.den = p.divide(g);
+		}
+
+		/**
+		 * A retune of the rate: the time that passed counts under the old rate, the part of a token earned
+		 * under it is dropped (the level goes down to a whole number of tokens), the new rate applies from now.
+		 */
+		void updateRate(long tenths) {
+			BigInteger[] qr = this.a.divideAndRemainder(this.den);
+			BigInteger whole = (qr[1].signum() < 0) ? qr[0].subtract(BigInteger.ONE) : qr[0];
+			setRate(tenths);
+			this.a = whole.multiply(this.den);
+			this.full = BigInteger.valueOf(this.limit).multiply(this.den);
+		}
+
+		/** A retune of the limit: the excess above a smaller one is dropped; capped, the ceiling follows. */
+		void updateLimit(long limit) {
+			this.limit = limit;
+			this.full = BigInteger.valueOf(limit).multiply(this.den);
+			this.a = this.a.min(this.full);
 		}
 
 		void advance(long now) {
@@ -654,7 +677,15 @@ class AsyncSingleBucketModelTests {
 
 		private void step() {
 			int op = this.random.nextInt(100);
-			if (op < 22) {
+			if (op < 5) {
+				// mostly a bucket with callers waiting
+				String bucket = this.random.nextBoolean() ? "plain" : "cap";
+				if (this.refs.get(bucket).waiting() == 0 && this.random.nextInt(3) > 0) {
+					bucket = bucket.equals("plain") ? "cap" : "plain";
+				}
+				retune(bucket);
+			}
+			else if (op < 22) {
 				moveClock();
 			}
 			else if (op < 62) {
@@ -704,6 +735,46 @@ class AsyncSingleBucketModelTests {
 			moveTo(this.now + Math.max(0, delta), "clock +" + delta + " ns");
 		}
 
+		/**
+		 * The bucket is retuned (as the endpoint does): a new rate, a new limit, or both. Its waiters keep their
+		 * place; a waiter whose tokens are now due later than its max-wait allows is refused at once. A slower
+		 * rate only while at most one call waits (two waiters refused at one instant may be decided in any
+		 * order, and the first refusal moves the other up).
+		 */
+		private void retune(String bucket) {
+			RefBucket ref = ref(bucket);
+			boolean slowerAllowed = ref.waiting() <= 1;
+			long tenths = this.random.nextBoolean() ? 10 + this.random.nextInt(400) : 400 + this.random.nextInt(20_000);
+			if (!slowerAllowed && BigInteger.valueOf(tenths).multiply(ref.den).compareTo(ref.num.multiply(BigInteger.valueOf(10 * SECOND))) < 0) {
+				tenths = -1; // slower: left alone
+			}
+			long limit = 1 + this.random.nextInt(4);
+			if (Config.capped(bucket)) {
+				// a capped claim larger than the limit could never be granted
+				for (Object[] claim : ref.queue) {
+					limit = Math.max(limit, (long) claim[1]);
+				}
+			}
+			int what = this.random.nextInt(3);
+			Long newLimit = (what != 0) ? limit : null;
+			java.math.BigDecimal newRate = (what != 1 && tenths > 0) ? new java.math.BigDecimal(BigInteger.valueOf(tenths), 1) : null;
+			if (newLimit == null && newRate == null) {
+				return;
+			}
+			log("retune %s: rate %s, limit %s", bucket, newRate, newLimit);
+			count("retuned" + (ref.waiting() > 0 ? " with callers waiting" : ""));
+			this.registry.get(bucket).update(newRate, newLimit);
+			if (newRate != null) {
+				ref.updateRate(tenths);
+			}
+			if (newLimit != null) {
+				ref.updateLimit(newLimit);
+			}
+			this.timer.runUntil(this.now);
+			decideUntil(this.now);
+			compareEvents();
+		}
+
 		/** To a waiting call's deadline or due time, a nanosecond before or after. */
 		private long nextDeadline() {
 			List<Long> instants = new ArrayList<>();
@@ -747,7 +818,7 @@ class AsyncSingleBucketModelTests {
 			}
 			String key = method.bucket.equals("keyed") ? (this.random.nextBoolean() ? "x" : "y") : null;
 			String bucket = (key != null) ? "keyed/" + key : method.bucket;
-			long limit = this.config.limit(bucket);
+			long limit = this.refs.get(bucket).limit;
 			long cost = this.random.nextLong(Config.capped(bucket) ? limit + 1 : limit + 2);
 			// two capped deadlines of one bucket never meet (which of two refusals at one instant comes first
 			// is not the contract's)
@@ -906,6 +977,13 @@ class AsyncSingleBucketModelTests {
 						continue;
 					}
 					RefBucket ref = ref(call.bucket);
+					if (ref.rateWait(call) > call.start + call.maxWait - this.now) {
+						// (only after a retune to a slower rate) the tokens come later than the max-wait allows
+						next = call;
+						best = this.now;
+						grant = false;
+						break;
+					}
 					boolean within = ref.withinCeiling(call);
 					long at = within ? this.now + ref.rateWait(call) : call.start + call.maxWait;
 					if (at < best) {
@@ -943,13 +1021,15 @@ class AsyncSingleBucketModelTests {
 					}
 				}
 				else {
-					count("refused for releases that did not come");
+					long rateWait = ref.rateWait(next);
+					boolean late = rateWait > next.start + next.maxWait - this.now;
+					count(late ? "refused at a poll: due too late after a retune" : "refused for releases that did not come");
 					ref.giveBack(next);
 					ref.rejected++;
 					next.state = "DONE";
 					this.open.remove(next.id);
 					this.expected.add(new Event(next.id, this.now, "refused", refusal(next.method.bucket, next.cost,
-							RELEASE_RETRY, next.key, (next.key != null) ? "KeyedBucketExceeded"
+							late ? rateWait : RELEASE_RETRY, next.key, (next.key != null) ? "KeyedBucketExceeded"
 									: "RateLimitExceededException")));
 				}
 			}
@@ -1010,7 +1090,7 @@ class AsyncSingleBucketModelTests {
 				value = this.random.nextBoolean() ? "refund" : "keep";
 			}
 			else {
-				value = this.random.nextLong(this.config.limit(call.bucket) + 3);
+				value = this.random.nextLong(this.refs.get(call.bucket).limit + 3);
 			}
 			log("complete %s %s", call, failing ? "with an exception" : "with " + value);
 			completed(call, value, failing);
