@@ -829,8 +829,13 @@ class AsyncSingleBucketModelTests {
 			Call1 call = new Call1(this.nextId++, method, key, cost, this.now, maxWait);
 			if (method.kind != Kind.BLOCKING) {
 				// the method's body, when it runs: returns what the test completes, or throws, or returns null
-				int body = this.random.nextInt(12);
-				call.body = (body == 0) ? "throws" : (body == 1) ? "returns null" : "returns";
+				int body = this.random.nextInt(14);
+				call.body = switch (body) {
+					case 0 -> "throws";
+					case 1 -> "returns null";
+					case 2, 3 -> "returns done";
+					default -> "returns";
+				};
 				if (!call.body.equals("returns")) {
 					this.service.bodies().put(call.id, call.body);
 				}
@@ -1012,6 +1017,12 @@ class AsyncSingleBucketModelTests {
 						release(next);
 						this.expected.add(new Event(next.id, this.now, "failed", null));
 					}
+					else if (next.body.equals("returns done")) {
+						count("its body returned a completed value");
+						completed(next, "done at once", false);
+						release(next);
+						this.expected.add(new Event(next.id, this.now, "value", "done at once"));
+					}
 					else if (next.body.equals("returns null")) {
 						count("its body returned null");
 						completed(next, null, false);
@@ -1042,7 +1053,7 @@ class AsyncSingleBucketModelTests {
 		/**
 		 * What {@code refundIf} and {@code settle} do when a call completes with {@code value}, or fails: the
 		 * method's refundIf {@code #result == 'refund'}, or {@code #exception != null}; its settle
-		 * {@code #exception != null ? 0 : (#result == null ? #n : #result)}.
+		 * {@code #exception != null ? 0 : (#result instanceof T(Number) ? #result : #n)}.
 		 */
 		private void completed(Call1 call, Object value, boolean failing) {
 			if (call.method.completes == null) {
@@ -1321,7 +1332,7 @@ class AsyncSingleBucketModelTests {
 				if (body.equals("throws")) {
 					throw new Completion();
 				}
-				return null;
+				return body.equals("returns done") ? CompletableFuture.completedFuture("done at once") : null;
 			}
 			CompletableFuture<Object> future = new CompletableFuture<>();
 			this.futures.put(id, future);
@@ -1335,7 +1346,7 @@ class AsyncSingleBucketModelTests {
 				if (body.equals("throws")) {
 					throw new Completion();
 				}
-				return null;
+				return body.equals("returns done") ? Mono.just("done at once") : null;
 			}
 			Sinks.One<Object> sink = Sinks.one();
 			this.monos.put(id, sink);
@@ -1357,7 +1368,7 @@ class AsyncSingleBucketModelTests {
 			return future(id);
 		}
 
-		@RateLimited(value = "plain", cost = "#n", settle = "#exception != null ? 0 : (#result == null ? #n : #result)")
+		@RateLimited(value = "plain", cost = "#n", settle = "#exception != null ? 0 : (#result instanceof T(Number) ? #result : #n)")
 		public CompletableFuture<Object> cfPlainSettle(long id, long n) {
 			return future(id);
 		}
@@ -1377,7 +1388,7 @@ class AsyncSingleBucketModelTests {
 			return mono(id);
 		}
 
-		@RateLimited(value = "cap", cost = "#n", settle = "#exception != null ? 0 : (#result == null ? #n : #result)")
+		@RateLimited(value = "cap", cost = "#n", settle = "#exception != null ? 0 : (#result instanceof T(Number) ? #result : #n)")
 		public Mono<Object> monoCapSettle(long id, long n) {
 			return mono(id);
 		}
