@@ -250,7 +250,8 @@ class AsyncSingleBucketModelTests {
 		CF_PLAIN_SETTLE("plain", Kind.CF, "settle"), MONO_CAP_SETTLE("cap", Kind.MONO, "settle"),
 		MONO_PLAIN_REFUND("plain", Kind.MONO, "refund"), CF_KEYED("keyed", Kind.CF, null),
 		MONO_KEYED("keyed", Kind.MONO, null), CF_CAP_REFUND_ON_ERROR("cap", Kind.CF, "refundOnError"),
-		MONO_PLAIN_REFUND_ON_ERROR("plain", Kind.MONO, "refundOnError"), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
+		MONO_PLAIN_REFUND_ON_ERROR("plain", Kind.MONO, "refundOnError"), CF_CAP_FALLBACK("cap", Kind.CF, "fallback"),
+		MONO_CAP_FALLBACK("cap", Kind.MONO, "fallback"), MONO_PLAIN_FALLBACK("plain", Kind.MONO, "fallback"), BLOCKING_PLAIN("plain", Kind.BLOCKING, null),
 		BLOCKING_CAP("cap", Kind.BLOCKING, null), CF_CAP_NO_WAIT("cap", Kind.CF, null, 0),
 		MONO_PLAIN_LONG_WAIT("plain", Kind.MONO, null, SECOND), MONO_CAP_NO_WAIT("cap", Kind.MONO, null, 0);
 
@@ -258,7 +259,11 @@ class AsyncSingleBucketModelTests {
 
 		final Kind kind;
 
-		/** {@code refund} ({@code refundIf = "#result == 'refund'"}), {@code settle} ({@code #result} or the cost), or none. */
+		/**
+		 * {@code refund} ({@code refundIf = "#result == 'refund'"}), {@code refundOnError} ({@code refundIf =
+		 * "#exception != null"}), {@code settle} ({@code #result} or the cost), {@code fallback} (a fallback
+		 * answers a refusal, with a value naming it), or none.
+		 */
 		final String completes;
 
 		/** The annotation's {@code maxWait} in nanoseconds, or -1 for the bucket's. */
@@ -858,6 +863,7 @@ class AsyncSingleBucketModelTests {
 						case CF_PLAIN_SETTLE -> this.service.cfPlainSettle(id, cost);
 						case CF_CAP_NO_WAIT -> this.service.cfCapNoWait(id, cost);
 						case CF_CAP_REFUND_ON_ERROR -> this.service.cfCapRefundOnError(id, cost);
+						case CF_CAP_FALLBACK -> this.service.cfCapFallback(id, cost);
 						default -> this.service.cfKeyed(id, key, cost);
 					};
 					call.result = result;
@@ -875,6 +881,8 @@ class AsyncSingleBucketModelTests {
 						case MONO_PLAIN_REFUND -> this.service.monoPlainRefund(id, cost);
 						case MONO_CAP_NO_WAIT -> this.service.monoCapNoWait(id, cost);
 						case MONO_PLAIN_REFUND_ON_ERROR -> this.service.monoPlainRefundOnError(id, cost);
+						case MONO_CAP_FALLBACK -> this.service.monoCapFallback(id, cost);
+						case MONO_PLAIN_FALLBACK -> this.service.monoPlainFallback(id, cost);
 						case MONO_PLAIN_LONG_WAIT -> this.service.monoPlainLongWait(id, cost);
 						default -> this.service.monoKeyed(id, key, cost);
 					};
@@ -945,6 +953,17 @@ class AsyncSingleBucketModelTests {
 			return "by " + bucket + " (cost " + cost + ", retry after " + retry + " ns, key " + key + ", " + type + ")";
 		}
 
+		/** What the caller sees of a refusal: the error, or the fallback's value (which names the refusal). */
+		private Event refusedEvent(Call1 call, long retry) {
+			if ("fallback".equals(call.method.completes)) {
+				count("refusal answered by the fallback");
+				return new Event(call.id, this.now, "value", "fallback #" + call.id + " " + call.method.bucket + " "
+						+ call.cost + " " + retry);
+			}
+			return new Event(call.id, this.now, "refused", refusal(call.method.bucket, call.cost, retry, call.key,
+					(call.key != null) ? "KeyedBucketExceeded" : "RateLimitExceededException"));
+		}
+
 		private boolean decidedAtOnce(Call1 call) {
 			RefBucket ref = ref(call.bucket);
 			long wait = ref.newWait(call.cost);
@@ -962,8 +981,7 @@ class AsyncSingleBucketModelTests {
 				count("refused at the claim");
 				ref.rejected++;
 				call.state = "DONE";
-				this.expected.add(new Event(call.id, this.now, "refused", refusal(call.method.bucket, call.cost, wait,
-						call.key, (call.key != null) ? "KeyedBucketExceeded" : "RateLimitExceededException")));
+				this.expected.add(refusedEvent(call, wait));
 				return;
 			}
 			call.coveredAtClaim = call.cost == 0 || (wait == 0 && ref.fits(call.cost));
@@ -1039,9 +1057,7 @@ class AsyncSingleBucketModelTests {
 					ref.rejected++;
 					next.state = "DONE";
 					this.open.remove(next.id);
-					this.expected.add(new Event(next.id, this.now, "refused", refusal(next.method.bucket, next.cost,
-							late ? rateWait : RELEASE_RETRY, next.key, (next.key != null) ? "KeyedBucketExceeded"
-									: "RateLimitExceededException")));
+					this.expected.add(refusedEvent(next, late ? rateWait : RELEASE_RETRY));
 				}
 			}
 			this.now = Math.max(this.now, until);
@@ -1056,7 +1072,7 @@ class AsyncSingleBucketModelTests {
 		 * {@code #exception != null ? 0 : (#result instanceof T(Number) ? #result : #n)}.
 		 */
 		private void completed(Call1 call, Object value, boolean failing) {
-			if (call.method.completes == null) {
+			if (call.method.completes == null || call.method.completes.equals("fallback")) {
 				return;
 			}
 			RefBucket ref = ref(call.bucket);
@@ -1411,6 +1427,34 @@ class AsyncSingleBucketModelTests {
 		@RateLimited(value = "plain", cost = "#n", refundIf = "#exception != null")
 		public Mono<Object> monoPlainRefundOnError(long id, long n) {
 			return mono(id);
+		}
+
+		@RateLimited(value = "cap", cost = "#n", fallback = "cfFallback")
+		public CompletableFuture<Object> cfCapFallback(long id, long n) {
+			return future(id);
+		}
+
+		CompletableFuture<Object> cfFallback(long id, long n, RateLimitExceededException refusal) {
+			return CompletableFuture.completedFuture(fallback(id, refusal));
+		}
+
+		@RateLimited(value = "cap", cost = "#n", fallback = "monoFallback")
+		public Mono<Object> monoCapFallback(long id, long n) {
+			return mono(id);
+		}
+
+		@RateLimited(value = "plain", cost = "#n", fallback = "monoFallback")
+		public Mono<Object> monoPlainFallback(long id, long n) {
+			return mono(id);
+		}
+
+		Mono<Object> monoFallback(long id, long n, RateLimitExceededException refusal) {
+			return Mono.just(fallback(id, refusal));
+		}
+
+		private static String fallback(long id, RateLimitExceededException refusal) {
+			return "fallback #" + id + " " + refusal.getBucket() + " " + refusal.getCost() + " "
+					+ refusal.getRetryAfter().toNanos();
 		}
 
 		@RateLimited(value = "cap", cost = "#n", maxWait = "0")
