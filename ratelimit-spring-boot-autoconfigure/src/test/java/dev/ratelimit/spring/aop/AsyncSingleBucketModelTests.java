@@ -50,16 +50,20 @@ import org.springframework.context.annotation.Configuration;
 
 /**
  * The asynchronous paths of methods guarded by <em>one</em> bucket ({@code CompletableFuture} and
- * {@code Mono}, with and without {@code refundIf}/{@code settle}, with and without a key), checked step by
- * step against an exact reference bucket written for the test, in seeded random sequences of calls,
- * completions (normal, exceptional), cancellations (a {@code CompletableFuture} cancelled, a {@code Mono}
- * subscription disposed; while waiting for tokens and while running) and moves of a fake clock.
+ * {@code Mono}; plain, with {@code refundIf}/{@code settle}, with a fallback, with a key, with an annotation
+ * {@code maxWait}), checked step by step against an exact reference bucket written for the test, in seeded
+ * random sequences of calls, completions (a value, an empty {@code Mono}, a failure; bodies that throw,
+ * return {@code null} or a value at once), cancellations (a {@code CompletableFuture} cancelled, a
+ * {@code Mono} subscription disposed: while waiting for tokens, while running, and when done already),
+ * retunes of a bucket's rate and limit (as the endpoint does) and moves of a fake clock (small steps, whole
+ * token intervals, deadlines and due times to the nanosecond, seconds, hours).
  *
  * <p>Buckets: {@code plain} (shared, uncapped, a rate in tenths per second so that some rates are
  * fractional, max-wait tens of milliseconds: calls wait for time), {@code cap} (shared, capped release,
  * max-wait a few milliseconds: calls wait for releases, and time out) and {@code keyed} (a capped template
- * used with a key, {@code x} or {@code y}: one bucket per key). Blocking methods are called only when the
- * reference says they are decided at once (a blocking call that waits would park the test's thread).
+ * used with a key, {@code x} or {@code y}: one bucket per key; never more keys than {@code keys.max}, so no
+ * overflow bucket). Blocking methods are called only when the reference says they are decided at once (a
+ * blocking call that waits would park the test's thread).
  *
  * <p>Nothing runs on its own: the starter's timer and Reactor's parallel scheduler are one
  * {@link ManualTimer}, run by the test on the fake clock; delayed calls run on the polling thread.
@@ -69,22 +73,34 @@ import org.springframework.context.annotation.Configuration;
  * <li>A bucket's level is an exact rational, growing with time up to the limit (a full bucket earns no
  * part of the next token), less the tokens claimed; claims are served in order: a claim is covered by
  * time when the level plus the tokens claimed behind it is at least 0; capped, it is also within the limit
- * when the tokens in flight plus the claims up to and including it are at most the limit.</li>
+ * when the tokens in flight plus the claims up to and including it are at most the limit. (So a capped
+ * claim's tokens count as taken when it is made: while it waits for a release the bucket fills up behind
+ * it, see {@code CappedWaitBurstTests}.)</li>
  * <li>A claim whose wait by time (whole nanoseconds, rounded up) is longer than the max-wait is refused at
- * once, with that wait as its retry-after, taking nothing. A capped claim not within the limit when its
- * max-wait runs out is refused then (retry-after 1 ms: the time until the bucket looks again), and gives
- * its claim back.</li>
- * <li>A claim given back (refused, cancelled) moves the claims behind it up at once.</li>
+ * once, with that wait as its retry-after, taking nothing; so is a capped claim with max-wait 0 whose tokens
+ * are in flight (retry-after 1 ms). A capped claim not within the limit when its max-wait runs out is
+ * refused then (retry-after 1 ms: the time until the bucket looks again; a release at that instant comes
+ * too late), and gives its claim back. After a retune to a slower rate, a waiter whose tokens are now due
+ * later than its max-wait allows is refused at once, with its new wait.</li>
+ * <li>A claim given back (refused, cancelled) moves the claims behind it up at once. Calls granted at one
+ * instant may run in any order.</li>
  * <li>A granted call's method runs at that instant; capped tokens go in flight and come back exactly once
  * when the call completes, fails or is cancelled. {@code refundIf} true gives the cost back to the rate;
  * {@code settle} gives back or charges the difference (a charge is paid by later callers: callers already
- * waiting keep their place). A cancelled {@code Mono} has no outcome (its cost stands).</li>
+ * waiting keep their place). A cancelled {@code CompletableFuture} is judged as failed with a
+ * {@code CancellationException} (the aspect cancels the method's own future); a cancelled {@code Mono} has no
+ * outcome (its cost stands). A fallback answers a refusal instead of the error, which still counts as
+ * rejected.</li>
+ * <li>A retune of the rate counts the time that passed under the old rate and drops the part of a token
+ * earned under it; a smaller limit drops the excess.</li>
  * </ul>
  * After every step the test compares what the application did (methods run, refusals with bucket,
- * cost, retry-after and key, the values and failures the callers saw), then each bucket's (each key's)
- * {@code available}, {@code deficiency}, {@code waiting}, {@code inFlight}, its granted and rejected
- * counts, {@code ratelimit.calls} and {@code ratelimit.wait}. A failure prints the seed, the configuration
- * and the trace; {@code -Dmodel.seed=<seed>} replays one sequence, {@code -Dmodel.sequences=<n>} runs more.
+ * cost, retry-after and key, the values and failures the callers saw, at which instant), then each
+ * bucket's (each key's) {@code available}, {@code deficiency}, {@code waiting}, {@code inFlight}, its
+ * granted and rejected counts, {@code ratelimit.calls} and {@code ratelimit.wait} (count and total, exact on
+ * the fake clock). A failure prints the seed, the configuration and the trace (with the reference's buckets
+ * after each step); {@code -Dmodel.seed=<seed>} replays one sequence, {@code -Dmodel.sequences=<n>} runs more
+ * random ones.
  */
 class AsyncSingleBucketModelTests {
 
@@ -712,7 +728,10 @@ class AsyncSingleBucketModelTests {
 					cancellable = new ArrayList<>(this.open.values());
 				}
 				cancellable.removeIf((c) -> c.method.kind == Kind.BLOCKING);
-				if (cancellable.isEmpty()) {
+				if (!this.made.isEmpty() && this.random.nextInt(6) == 0) {
+					cancelDone(this.made.get(this.random.nextInt(this.made.size())));
+				}
+				else if (cancellable.isEmpty()) {
 					moveClock();
 				}
 				else {
@@ -906,6 +925,12 @@ class AsyncSingleBucketModelTests {
 					catch (RateLimitExceededException ex) {
 						outcome(id, null, ex);
 					}
+				}
+			}
+			if (method.kind != Kind.BLOCKING) {
+				this.made.add(call);
+				if (this.made.size() > 8) {
+					this.made.remove(0);
 				}
 			}
 			this.timer.runUntil(this.now);
@@ -1146,6 +1171,27 @@ class AsyncSingleBucketModelTests {
 				if (emitted.isFailure()) {
 					throw new AssertionError(call + ": could not complete its Mono: " + emitted);
 				}
+			}
+			this.timer.runUntil(this.now);
+			decideUntil(this.now);
+			compareEvents();
+		}
+
+		/** The last asynchronous calls made (decided or not), for cancels that come after the call is done. */
+		private final List<Call1> made = new ArrayList<>();
+
+		/** A caller cancels (disposes) a call that is done already (refused, completed, cancelled): nothing happens. */
+		private void cancelDone(Call1 call) {
+			if (!call.state.equals("DONE")) {
+				return;
+			}
+			log("cancel %s (done already)", call);
+			count("cancelled when done");
+			if (call.result != null) {
+				call.result.cancel(false);
+			}
+			if (call.subscription != null) {
+				call.subscription.dispose();
 			}
 			this.timer.runUntil(this.now);
 			decideUntil(this.now);
