@@ -787,16 +787,15 @@ class AsyncSingleBucketModelTests {
 
 		/**
 		 * The bucket is retuned (as the endpoint does): a new rate, a new limit, or both. Its waiters keep their
-		 * place; a waiter whose tokens are now due later than its max-wait allows is refused at once. A slower
-		 * rate only while at most one call waits (two waiters refused at one instant may be decided in any
-		 * order, and the first refusal moves the other up).
+		 * place; a waiter whose tokens are now due later than its max-wait allows is refused at once. A rate that
+		 * refuses a waiter only while at most one call waits (two waiters refused at one instant are decided in
+		 * any order, and the first refusal moves the other up: the product wakes its waiters in no set order).
 		 */
 		private void retune(String bucket) {
 			RefBucket ref = ref(bucket);
-			boolean slowerAllowed = ref.waiting() <= 1;
 			long tenths = this.random.nextBoolean() ? 10 + this.random.nextInt(400) : 400 + this.random.nextInt(20_000);
-			if (!slowerAllowed && BigInteger.valueOf(tenths).multiply(ref.den).compareTo(ref.num.multiply(BigInteger.valueOf(10 * SECOND))) < 0) {
-				tenths = -1; // slower: left alone
+			if (ref.waiting() > 1 && refusesAWaiter(ref, tenths)) {
+				tenths = -1; // left alone: two waiters refused at one instant may be decided in any order
 			}
 			long limit = 1 + this.random.nextInt(4);
 			if (Config.capped(bucket)) {
@@ -823,6 +822,33 @@ class AsyncSingleBucketModelTests {
 			this.timer.runUntil(this.now);
 			decideUntil(this.now);
 			compareEvents();
+		}
+
+		/**
+		 * Whether a new rate would refuse a waiter of the bucket at once (a slower rate, or the part of a token
+		 * dropped with the old one).
+		 */
+		private boolean refusesAWaiter(RefBucket ref, long tenths) {
+			BigInteger a = ref.a;
+			BigInteger num = ref.num;
+			BigInteger den = ref.den;
+			BigInteger full = ref.full;
+			try {
+				ref.updateRate(tenths);
+				for (Object[] claim : ref.queue) {
+					Call1 call = (Call1) claim[0];
+					if (call != null && ref.rateWait(call) > call.start + call.maxWait - this.now) {
+						return true;
+					}
+				}
+				return false;
+			}
+			finally {
+				ref.a = a;
+				ref.num = num;
+				ref.den = den;
+				ref.full = full;
+			}
 		}
 
 		/** To a waiting call's deadline or due time, a nanosecond before or after. */
