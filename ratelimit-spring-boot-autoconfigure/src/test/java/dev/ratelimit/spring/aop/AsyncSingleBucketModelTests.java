@@ -80,7 +80,7 @@ import org.springframework.context.annotation.Configuration;
  * <li>A claim whose wait by time (whole nanoseconds, rounded up) is longer than the max-wait is refused at
  * once, with that wait as its retry-after, taking nothing; so is a capped claim with max-wait 0 whose tokens
  * are in flight (retry-after 1 ms). A capped claim not within the limit when its max-wait runs out is
- * refused then (retry-after 1 ms: the time until the bucket looks again; a release at that instant comes
+ * refused then (retry-after: what it waited, its max-wait, at least 1 ms; a release at that instant comes
  * too late), and gives its claim back. After a retune to a slower rate, a waiter whose tokens are now due
  * later than its max-wait allows is refused at once, with its new wait.</li>
  * <li>A claim given back (refused, cancelled) moves the claims behind it up at once. Calls granted at one
@@ -97,9 +97,8 @@ import org.springframework.context.annotation.Configuration;
  * <li>Per-key buckets: a key takes from its own bucket, or a new one when there is room or another key's
  * bucket can be dropped, else from the overflow bucket (counted in {@code ratelimit.keys.overflow}). A key's
  * bucket is dropped only when that changes nothing callers see: full, nothing in flight, nobody waiting, and
- * no call running whose {@code settle} may still charge it (the product drops it then:
- * {@code KeyDroppedWhileRunningTests}; {@code -Dmodel.knownDefects=accept} follows the product there, so that
- * the rest is still checked).</li>
+ * no call running whose {@code settle} may still charge it ({@code KeyDroppedWhileRunningTests} shows the
+ * product dropping it then, before it kept the bucket of a running call with a completion attribute).</li>
  * </ul>
  * After every step the test compares what the application did (methods run, refusals with bucket,
  * cost, retry-after and key, the values and failures the callers saw, at which instant), then each
@@ -133,14 +132,8 @@ class AsyncSingleBucketModelTests {
 	/** What the test's subscriber of a {@code Mono} sees when it completes empty. */
 	private static final String EMPTY = "<empty>";
 
-	/**
-	 * With {@code -Dmodel.knownDefects=accept}, the reference follows the product where it departs from the
-	 * contract in a way an example test shows ({@code KeyDroppedWhileRunningTests}), so that the rest is still
-	 * checked; by default it reads the contract.
-	 */
-	private static final boolean ACCEPT_KNOWN_DEFECTS = "accept".equals(System.getProperty("model.knownDefects"));
 
-	/** What a refusal for releases that did not come reports as its retry-after. */
+	/** What a refusal for releases that did not come reports as its retry-after at least (then its max-wait). */
 	private static final long RELEASE_RETRY = MS;
 
 	@Test
@@ -1062,7 +1055,7 @@ class AsyncSingleBucketModelTests {
 				if (this.own.size() >= this.config.keysMax()) {
 					String idle = null;
 					for (String other : this.own) {
-						if (ref("keyed/" + other).idle() && (ACCEPT_KNOWN_DEFECTS || !settleToCome(other))) {
+						if (ref("keyed/" + other).idle() && !settleToCome(other)) {
 							idle = other;
 							break;
 						}
@@ -1104,8 +1097,9 @@ class AsyncSingleBucketModelTests {
 
 		/**
 		 * The bucket a keyed call's refund or charge goes to: the one it took from, unless that key's bucket was
-		 * dropped since (only with {@link #ACCEPT_KNOWN_DEFECTS}): then a refund goes nowhere (the bucket was
-		 * full), a charge to the bucket the key would use now.
+		 * dropped since (a key's bucket is kept while a call on it has a settle to come, so this does not happen
+		 * as the reference drops buckets): then a refund goes nowhere (the bucket was full), a charge to the
+		 * bucket the key would use now.
 		 */
 		private String completionTarget(Call1 call, boolean charge) {
 			if (call.key == null || call.bucket.equals("keyed/overflow")) {
@@ -1210,7 +1204,7 @@ class AsyncSingleBucketModelTests {
 					ref.rejected++;
 					next.state = "DONE";
 					this.open.remove(next.id);
-					this.expected.add(refusedEvent(next, late ? rateWait : RELEASE_RETRY));
+					this.expected.add(refusedEvent(next, late ? rateWait : Math.max(next.maxWait, RELEASE_RETRY)));
 				}
 			}
 			this.now = Math.max(this.now, until);

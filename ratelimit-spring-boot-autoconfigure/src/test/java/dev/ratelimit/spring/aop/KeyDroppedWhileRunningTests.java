@@ -12,7 +12,6 @@ import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
-import dev.ratelimit.spring.aop.SeveralBucketsPollModelTests.ManualTimer;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
