@@ -83,9 +83,22 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 				bucket.stats().mode().value(), keys);
 	}
 
-	/** Whole numbers as integers, others as they are. */
+	/**
+	 * Whole numbers as integers, others to 12 significant digits: the pacer's pools are sums and
+	 * differences of doubles, and an operator reads a burst pool of 0.4, not 0.3999999999999999.
+	 */
 	static Number number(double value) {
 		long whole = (long) value;
-		return (whole == value && Math.abs(value) < 0x1p53) ? (Number) whole : (Number) value;
+		if (whole == value && Math.abs(value) < 0x1p53) {
+			return whole;
+		}
+		if (!Double.isFinite(value)) {
+			return value;
+		}
+		double shown = new BigDecimal(value).round(SHOWN).doubleValue();
+		long wholeShown = (long) shown;
+		return (wholeShown == shown && Math.abs(shown) < 0x1p53) ? (Number) wholeShown : (Number) shown;
 	}
+
+	private static final java.math.MathContext SHOWN = new java.math.MathContext(12);
 }

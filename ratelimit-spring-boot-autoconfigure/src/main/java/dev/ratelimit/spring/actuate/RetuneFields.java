@@ -46,7 +46,7 @@ final class RetuneFields implements OperationInvokerAdvisor {
 
 	private static String unknown(String field, List<String> fields) {
 		return "'" + field + "' is not a field of a retune"
-				+ ("period".equals(field) ? " (the period stays as configured: give the rate per that period)"
+				+ ("period".equals(field) ? " (the period stays as configured: give the rate per that period)."
 						: "; did you mean '" + ClosestName.of(field, fields) + "'?")
 				+ " A retune takes rate, limit and/or mode, e.g. {\"rate\": 200}; nothing was changed.";
 	}

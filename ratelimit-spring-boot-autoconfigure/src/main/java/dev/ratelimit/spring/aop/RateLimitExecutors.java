@@ -14,6 +14,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.UnaryOperator;
 
+import dev.ratelimit.spring.RateLimitConfigurationException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.beans.factory.DisposableBean;
@@ -64,8 +65,8 @@ public final class RateLimitExecutors implements DisposableBean {
 	 * @param virtualThreads whether the starter's threads are virtual, one per call (Java 21 and later)
 	 * @param propagateContext whether a delayed call runs with its caller's context (with
 	 *        io.micrometer:context-propagation on the class path; otherwise nothing is carried)
-	 * @throws IllegalArgumentException when {@code maxThreads} is negative, or virtual threads are asked
-	 *         for on a Java without them
+	 * @throws IllegalArgumentException when {@code maxThreads} is negative
+	 * @throws RateLimitConfigurationException when virtual threads are asked for on a Java without them
 	 */
 	public RateLimitExecutors(@Nullable Executor runner, int maxThreads, boolean virtualThreads,
 			boolean propagateContext) {
@@ -101,11 +102,18 @@ public final class RateLimitExecutors implements DisposableBean {
 	private static ExecutorService ownThreads(int maxThreads, boolean virtualThreads) {
 		if (virtualThreads) {
 			try {
-				return (ExecutorService) Executors.class.getMethod("newVirtualThreadPerTaskExecutor").invoke(null);
+				// Thread.ofVirtual().name("ratelimit-run-", 1).factory(), through reflection (built for Java 17)
+				Class<?> builder = Class.forName("java.lang.Thread$Builder");
+				Object named = builder.getMethod("name", String.class, long.class)
+					.invoke(Thread.class.getMethod("ofVirtual").invoke(null), "ratelimit-run-", 1L);
+				ThreadFactory factory = (ThreadFactory) builder.getMethod("factory").invoke(named);
+				return (ExecutorService) Executors.class.getMethod("newThreadPerTaskExecutor", ThreadFactory.class)
+					.invoke(null, factory);
 			}
 			catch (ReflectiveOperationException ex) {
-				throw new IllegalArgumentException("ratelimit.executor.virtual-threads needs Java 21 or later; this is"
-						+ " Java " + Runtime.version().feature(), ex);
+				throw new RateLimitConfigurationException("ratelimit.executor.virtual-threads is true, and virtual threads"
+						+ " need Java 21 or later; this is Java " + Runtime.version().feature() + ".",
+						"Run on Java 21 or later, or set ratelimit.executor.virtual-threads to false.");
 			}
 		}
 		if (maxThreads == 0) {

@@ -161,4 +161,15 @@ class RateLimitsEndpointTests {
 			return NOW::get;
 		}
 	}
+
+	/** Found by a user: the sample's partner-api showed "burst":0.3999999999999999. */
+	@Test
+	void figuresThatAreNotWholeAreShownAsAnOperatorReadsThem() {
+		assertThat(BucketView.number(1.4 - 1.0)).isEqualTo(0.4);
+		assertThat(BucketView.number(181.58)).isEqualTo(181.58);
+		assertThat(BucketView.number(0.1 + 0.2)).isEqualTo(0.3);
+		assertThat(BucketView.number(2.9999999999999996)).isEqualTo(3L);
+		assertThat(BucketView.number(97)).isEqualTo(97L);
+		assertThat(BucketView.number(1e-7 / 3)).isEqualTo(3.33333333333e-8);
+	}
 }

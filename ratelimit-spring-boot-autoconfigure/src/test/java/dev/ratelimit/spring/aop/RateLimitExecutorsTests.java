@@ -126,12 +126,18 @@ class RateLimitExecutorsTests {
 				CompletableFuture<Boolean> delayed = service.virtual();
 				now.addAndGet(TimeUnit.SECONDS.toNanos(1));
 				assertThat(delayed.get(5, TimeUnit.SECONDS)).isTrue();
+				// a delayed call's virtual thread is named like the starter's platform threads, for dumps and logs
+				service.where().get(5, TimeUnit.SECONDS); // the token there: runs on the caller's thread
+				CompletableFuture<String> named = service.where();
+				now.addAndGet(TimeUnit.SECONDS.toNanos(1));
+				assertThat(named.get(5, TimeUnit.SECONDS)).matches("ratelimit-run-[0-9]+");
 			});
 		}
 		else {
 			virtual.run((context) -> {
 				assertThat(context).hasFailed();
-				assertThat(context.getStartupFailure()).hasStackTraceContaining("needs Java 21");
+				assertThat(context.getStartupFailure()).hasStackTraceContaining("need Java 21 or later")
+					.rootCause().isInstanceOf(dev.ratelimit.spring.RateLimitConfigurationException.class);
 			});
 		}
 	}
