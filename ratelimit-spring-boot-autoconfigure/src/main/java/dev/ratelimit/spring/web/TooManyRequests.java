@@ -103,12 +103,13 @@ final class TooManyRequests {
 	 * The problem detail as JSON, for the filters (which answer before any message converter).
 	 */
 	static String json(RateLimitExceededException ex, String instance, boolean exposeKey, boolean ietf) {
+		// as Spring writes the exception handler's ProblemDetail for an annotated method: the same fields in
+		// the same order, the default type ("about:blank") left out as RFC 9457 allows
 		StringBuilder json = new StringBuilder(256).append('{');
-		field(json, "type", "about:blank").append(',');
-		field(json, "title", "Too Many Requests").append(',');
-		json.append("\"status\":429,");
 		field(json, "detail", detail(ex)).append(',');
-		field(json, "instance", instance);
+		field(json, "instance", instance).append(',');
+		json.append("\"status\":429,");
+		field(json, "title", "Too Many Requests");
 		if (ex.getBucket() != null) {
 			field(json.append(','), "bucket", ex.getBucket());
 			if (ietf) {
