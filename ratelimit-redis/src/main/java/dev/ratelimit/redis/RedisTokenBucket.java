@@ -328,6 +328,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				probe.awaitUninterruptibly();
 			}
 		}
+		return state();
+	}
+
+	/** The health as it stands, without asking Redis (for {@link #toString()}: printing a bucket asks nothing). */
+	private String state() {
 		if (!this.detector.isUp()) {
 			return "down: " + this.detector.lastError();
 		}
@@ -746,7 +751,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	@Override
 	public String toString() {
-		return "RedisTokenBucket '" + this.name + "' [" + this.key + ", " + health() + "]";
+		return "RedisTokenBucket '" + this.name + "' [" + this.key + ", " + state() + "]";
 	}
 
 	/**

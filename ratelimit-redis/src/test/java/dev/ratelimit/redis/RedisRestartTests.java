@@ -48,7 +48,12 @@ class RedisRestartTests {
 					throw new IllegalStateException(ex);
 				}
 			});
-			Thread.sleep(300); // the waiter holds its ticket in Redis
+			// the waiter holds its ticket in Redis (waits for a release) before Redis goes
+			long queued = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+			while (other.snapshot().waiting() == 0 && System.nanoTime() < queued) {
+				Thread.sleep(10);
+			}
+			assertThat(other.snapshot().waiting()).as("the waiter, waiting").isEqualTo(1);
 			assertThat(waiter).isNotDone();
 			redis.stop();
 			Thread.sleep(300);

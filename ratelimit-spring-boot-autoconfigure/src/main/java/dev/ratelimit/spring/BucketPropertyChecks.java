@@ -9,6 +9,8 @@ import java.util.Set;
 import java.util.stream.Collectors;
 import java.util.regex.Pattern;
 
+import org.jspecify.annotations.Nullable;
+
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
@@ -63,7 +65,7 @@ final class BucketPropertyChecks {
 	/** Properties outside the buckets bound to enums, with their values as written and how to say them. */
 	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES_OUTSIDE_BUCKETS = Map.of(
 			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"),
-			"web.headers", Map.entry(Set.of("ietf", "retry-after", "retry_after", "none"), "ietf, retry-after or none"));
+			"web.headers", Map.entry(values(WebHeaders.values()), "ietf, retry-after or none"));
 
 	private BucketPropertyChecks() {
 	}
@@ -92,19 +94,23 @@ final class BucketPropertyChecks {
 	 */
 	private static void checkOutsideBuckets(ConfigurationPropertySource source, ConfigurationPropertyName name) {
 		StringBuilder relative = new StringBuilder();
+		StringBuilder uniform = new StringBuilder();
 		for (int i = RATELIMIT.getNumberOfElements(); i < name.getNumberOfElements(); i++) {
 			if (!name.isNumericIndex(i)) {
 				relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
+				uniform.append((uniform.length() > 0) ? "." : "").append(name.getElement(i, Form.UNIFORM));
 			}
 		}
-		String property = relative.toString();
-		if (KNOWN_OUTSIDE_BUCKETS.contains(property)
-				|| KNOWN_OUTSIDE_BUCKETS.stream().anyMatch((known) -> known.startsWith(property + "."))) {
+		// compared as binding compares them: maxThreads, max_threads and MAXTHREADS (an environment
+		// variable) are all max-threads
+		String match = known(uniform.toString(), KNOWN_OUTSIDE_BUCKETS);
+		String property = (match != null) ? match : relative.toString();
+		if (match != null || KNOWN_OUTSIDE_BUCKETS.stream()
+			.anyMatch((candidate) -> uniform(candidate).startsWith(uniform + "."))) {
 			Map.Entry<Set<String>, String> choices = CHOICES_OUTSIDE_BUCKETS.get(property);
 			ConfigurationProperty found = source.getConfigurationProperty(name);
 			Object value = (found != null) ? found.getValue() : null;
-			if (choices != null && value != null
-					&& !choices.getKey().contains(value.toString().trim().toLowerCase(Locale.ROOT))) {
+			if (choices != null && value != null && !choices.getKey().contains(enumValue(value.toString()))) {
 				String origin = (found.getOrigin() != null) ? " (" + found.getOrigin() + ")" : "";
 				throw new RateLimitConfigurationException(
 						name + " is '" + value + "'" + origin + ", which is not accepted.",
@@ -136,15 +142,18 @@ final class BucketPropertyChecks {
 		}
 		String bucket = name.getElement(first, Form.ORIGINAL);
 		StringBuilder relative = new StringBuilder();
+		StringBuilder uniform = new StringBuilder();
 		for (int i = first + 1; i < name.getNumberOfElements(); i++) {
 			relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
+			uniform.append((uniform.length() > 0) ? "." : "").append(name.getElement(i, Form.UNIFORM));
 		}
-		String property = relative.toString();
 		ConfigurationProperty found = source.getConfigurationProperty(name);
 		Origin where = (found != null) ? found.getOrigin() : null;
 		String origin = (where != null) ? " (" + where + ")" : "";
-		if (!KNOWN.contains(property)) {
-			throw RateLimitConfigurationException.unknownProperty(bucket, property, origin, closest(property), KNOWN);
+		String property = known(uniform.toString(), KNOWN); // (RATELIMIT_BUCKETS_DB_MAXWAIT is max-wait)
+		if (property == null) {
+			String written = relative.toString();
+			throw RateLimitConfigurationException.unknownProperty(bucket, written, origin, closest(written), KNOWN);
 		}
 		Object value = (found != null) ? found.getValue() : null;
 		if (value == null) {
@@ -152,7 +161,7 @@ final class BucketPropertyChecks {
 		}
 		String text = value.toString();
 		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
-		if (choices != null && !choices.getKey().contains(text.trim().toLowerCase(Locale.ROOT))) {
+		if (choices != null && !choices.getKey().contains(enumValue(text))) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());
 		}
 		if (DURATIONS.contains(property) && BARE_NUMBER.matcher(text).matches()
@@ -169,9 +178,27 @@ final class BucketPropertyChecks {
 	}
 
 	private static Set<String> values(Enum<?>[] constants) {
-		return Arrays.stream(constants)
-			.map((constant) -> constant.name().toLowerCase(Locale.ROOT))
-			.collect(Collectors.toUnmodifiableSet());
+		return Arrays.stream(constants).map((constant) -> enumValue(constant.name())).collect(Collectors.toUnmodifiableSet());
+	}
+
+	/** An enum value as binding reads it: case and anything but letters and digits do not count. */
+	private static String enumValue(String text) {
+		return text.toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]", "");
+	}
+
+	/** A dashed property name in binding's uniform form: lower case, letters and digits, dots between. */
+	private static String uniform(String dashed) {
+		return dashed.replace("-", "");
+	}
+
+	/** The known property a name in uniform form is, or {@code null}. */
+	private static @Nullable String known(String uniform, List<String> known) {
+		for (String candidate : known) {
+			if (uniform(candidate).equals(uniform)) {
+				return candidate;
+			}
+		}
+		return null;
 	}
 
 	/** The known property closest to {@code property} by edit distance. */

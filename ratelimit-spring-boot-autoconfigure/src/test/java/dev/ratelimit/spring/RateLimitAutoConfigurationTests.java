@@ -177,7 +177,7 @@ class RateLimitAutoConfigurationTests {
 
 	@ParameterizedTest
 	@CsvSource(delimiter = '|', value = { "capped-relase|true|capped-release", "max-wiat|500ms|max-wait",
-			"limt|5|limit", "redis.timout|100ms|redis.timeout", "burstratio|1.5|burst-ratio" })
+			"limt|5|limit", "redis.timout|100ms|redis.timeout", "burst-raito|1.5|burst-ratio" })
 	void failsStartUpOnATypoNamingTheBucketThePropertyAndTheClosestKnownOne(String typo, String value,
 			String closest) {
 		this.runner

@@ -3,9 +3,12 @@ package dev.ratelimit.spring.aop;
 import java.lang.reflect.Method;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.stream.Collectors;
+
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.core.DefaultParameterNameDiscoverer;
 import org.springframework.core.ParameterNameDiscoverer;
@@ -13,6 +16,7 @@ import org.springframework.expression.spel.SpelNode;
 import org.springframework.expression.spel.ast.VariableReference;
 import org.springframework.expression.spel.standard.SpelExpression;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
+import org.springframework.util.ClassUtils;
 
 /**
  * The variables an annotation's expression names, checked against what a call will have. SpEL gives an
@@ -33,21 +37,61 @@ final class ExpressionVariables {
 	}
 
 	/**
-	 * Checks that every {@code #name} of {@code source} is a parameter of {@code method} ({@code #p0} and
-	 * {@code #a0} by index, {@code #root} and {@code #this} too) or one of {@code extra}. Nothing is checked
-	 * when the parameters' names are not known (a class compiled without {@code -parameters} nor debug
-	 * information), nor for an expression that does not parse (its parser says so).
+	 * The names a call's expression may use for the method's parameters: those of the method itself, of
+	 * the most specific one on the target class, and of every method it overrides or implements (a JDK
+	 * proxy evaluates on the interface's method, a class proxy on the class's: an interface's annotation
+	 * may use the interface's names, an implementation may name them otherwise).
+	 *
+	 * @return the names, or {@code null} when some of them are not known (compiled without
+	 *         {@code -parameters} nor debug information): then nothing is checked
+	 */
+	static @Nullable List<String> parameterNames(Method method, Class<?> targetClass) {
+		Set<String> names = new LinkedHashSet<>();
+		Set<Method> methods = new LinkedHashSet<>();
+		methods.add(method);
+		Method specific = ClassUtils.getMostSpecificMethod(method, targetClass);
+		methods.add(specific);
+		for (Class<?> type = targetClass; type != null && type != Object.class; type = type.getSuperclass()) {
+			methods.add(ClassUtils.getMostSpecificMethod(specific, type));
+		}
+		for (Class<?> type : ClassUtils.getAllInterfacesForClassAsSet(targetClass)) {
+			try {
+				methods.add(type.getMethod(specific.getName(), specific.getParameterTypes()));
+			}
+			catch (NoSuchMethodException ex) {
+				// not one of this interface's
+			}
+		}
+		for (Method candidate : methods) {
+			if (candidate.getName().equals(specific.getName())
+					&& Arrays.equals(candidate.getParameterTypes(), specific.getParameterTypes())) {
+				String[] found = NAMES.getParameterNames(candidate);
+				if (found == null) {
+					return null;
+				}
+				names.addAll(Arrays.asList(found));
+			}
+		}
+		return new ArrayList<>(names);
+	}
+
+	/**
+	 * Checks that every {@code #name} of {@code source} is a parameter ({@code #p0} and {@code #a0} by
+	 * position, {@code #root} and {@code #this} too) or one of {@code extra}. Nothing is checked without the
+	 * parameters' names, nor for an expression that does not parse (its parser says so).
 	 *
 	 * @param attribute the annotation's attribute, for the message
 	 * @param source the expression
-	 * @param method the annotated method
+	 * @param parameters the names of the method's parameters ({@link #parameterNames}), or {@code null} to
+	 *        check nothing
+	 * @param positions how many parameters the method has ({@code #p0} ... by position)
 	 * @param where the annotation, for the message
 	 * @param extra the call's other variables
 	 * @throws IllegalArgumentException naming the first unknown variable and the known ones
 	 */
-	static void check(String attribute, String source, Method method, String where, Set<String> extra) {
-		String[] names = NAMES.getParameterNames(method);
-		if (names == null) {
+	static void check(String attribute, String source, @Nullable List<String> parameters, int positions,
+			String where, Set<String> extra) {
+		if (parameters == null) {
 			return;
 		}
 		SpelExpression expression;
@@ -57,18 +101,18 @@ final class ExpressionVariables {
 		catch (RuntimeException ex) {
 			return;
 		}
-		List<String> known = new ArrayList<>(Arrays.asList(names));
+		List<String> known = parameters;
 		List<String> unknown = new ArrayList<>();
-		collect(expression.getAST(), known, extra, names.length, unknown);
+		collect(expression.getAST(), known, extra, positions, unknown);
 		if (!unknown.isEmpty()) {
-			String parameters = known.isEmpty() ? "it has no parameters"
+			String described = known.isEmpty() ? "it has no parameters"
 					: "its parameters are " + known.stream().map((name) -> "#" + name).collect(Collectors.joining(", "))
 							+ " (or #p0, #p1, ... by position)";
 			String others = extra.isEmpty() ? ""
 					: "; " + attribute + " also has " + extra.stream().sorted().map((name) -> "#" + name)
 						.collect(Collectors.joining(" and "));
 			throw new IllegalArgumentException(attribute + " '" + source + "' of " + where + " names #" + unknown.get(0)
-					+ ", which the call does not have: " + parameters + others);
+					+ ", which the call does not have: " + described + others);
 		}
 	}
 

@@ -401,12 +401,16 @@ final class InvocationPlan {
 	 */
 	static void checkAnnotations(List<RateLimited> annotations, Method method, Class<?> targetClass, String where) {
 		int fallbacks = 0;
+		// the variables of a class's annotation are not checked: it applies to methods with other parameters,
+		// and its expressions may say what to do without them (#rows?.size() ?: 1)
+		List<String> parameters = RateLimitAdvisor.declaredOnMethod(method, targetClass)
+				? ExpressionVariables.parameterNames(method, targetClass) : null;
 		for (RateLimited annotation : annotations) {
 			if (!annotation.fallback().isBlank()) {
 				fallbacks++;
 				FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
 			}
-			checkAnnotation(annotation, method, where);
+			checkAnnotation(annotation, parameters, method.getParameterCount(), where);
 		}
 		if (KotlinDetector.isSuspendingFunction(method)) {
 			checkSuspendable(method);
@@ -433,23 +437,26 @@ final class InvocationPlan {
 		}
 	}
 
-	private static void checkAnnotation(RateLimited annotation, Method method, String where) {
+	private static void checkAnnotation(RateLimited annotation, @Nullable List<String> parameters, int positions,
+			String where) {
 		CostExpression.parse(annotation.cost(), where);
-		ExpressionVariables.check("cost", annotation.cost(), method, where, Set.of());
+		ExpressionVariables.check("cost", annotation.cost(), parameters, positions, where, Set.of());
 		if (!annotation.key().isBlank()) {
 			KeyExpression.check(annotation.key(), where);
-			ExpressionVariables.check("key", annotation.key(), method, where, Set.of());
+			ExpressionVariables.check("key", annotation.key(), parameters, positions, where, Set.of());
 		}
 		if (!annotation.maxWait().isBlank()) {
 			Limit.parseMaxWait(annotation.maxWait(), where);
 		}
 		if (!annotation.refundIf().isBlank()) {
 			CompletionExpression.parse("refundIf", annotation.refundIf(), where);
-			ExpressionVariables.check("refundIf", annotation.refundIf(), method, where, ExpressionVariables.COMPLETION);
+			ExpressionVariables.check("refundIf", annotation.refundIf(), parameters, positions, where,
+					ExpressionVariables.COMPLETION);
 		}
 		if (!annotation.settle().isBlank()) {
 			CompletionExpression.parse("settle", annotation.settle(), where);
-			ExpressionVariables.check("settle", annotation.settle(), method, where, ExpressionVariables.COMPLETION);
+			ExpressionVariables.check("settle", annotation.settle(), parameters, positions, where,
+					ExpressionVariables.COMPLETION);
 		}
 	}
 

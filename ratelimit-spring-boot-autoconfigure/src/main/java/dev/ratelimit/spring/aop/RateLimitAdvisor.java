@@ -77,6 +77,14 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 		return nearest(targetClass);
 	}
 
+	/**
+	 * Whether the annotations that apply to a method are on the method (or a method it overrides or
+	 * implements), not on its class.
+	 */
+	static boolean declaredOnMethod(Method method, Class<?> targetClass) {
+		return !nearest(ClassUtils.getMostSpecificMethod(method, targetClass)).isEmpty();
+	}
+
 	private static List<RateLimited> nearest(AnnotatedElement element) {
 		List<MergedAnnotation<RateLimited>> found = MergedAnnotations
 			.from(element, SearchStrategy.TYPE_HIERARCHY, RepeatableContainers.standardRepeatables())

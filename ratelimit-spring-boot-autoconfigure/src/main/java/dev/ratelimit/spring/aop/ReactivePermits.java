@@ -32,7 +32,7 @@ public final class ReactivePermits {
 	 * @return the permit, or an error
 	 */
 	public static Mono<Permit> permit(Supplier<Reservation> claim, Function<RuntimeException, Throwable> refusal) {
-		return Mono.create((sink) -> {
+		return Mono.<Permit>create((sink) -> {
 			Reservation reservation;
 			try {
 				reservation = claim.get();
@@ -43,7 +43,10 @@ public final class ReactivePermits {
 			}
 			sink.onCancel(reservation::cancel);
 			new Polls(reservation, sink, refusal).start();
-		});
+		})
+			// a permit taken as the subscriber cancels (the claim granted, so its cancel gives nothing back) is
+			// discarded by the sink and reaches nobody downstream: closed here, its tokens and pins go back
+			.doOnDiscard(Permit.class, Permit::close);
 	}
 
 	/**
