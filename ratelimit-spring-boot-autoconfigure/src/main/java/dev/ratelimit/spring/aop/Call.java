@@ -60,8 +60,8 @@ final class Call implements Reservation, Permit {
 	/** The bucket each keyed claim took from (its key's, or the overflow bucket): where a refund goes. */
 	final @Nullable RateLimiter[] targets;
 
-	/** The keys' buckets kept while the call runs, for its completion ({@link #holdKeys}). */
-	private final KeyedBuckets.@Nullable Entry[] held;
+	/** The keys' buckets kept while the call runs, for its completion (K2: {@code Limit.hold}). */
+	final KeyedBuckets.@Nullable Entry[] held;
 
 	private final AtomicInteger state = new AtomicInteger(PENDING);
 
@@ -73,11 +73,12 @@ final class Call implements Reservation, Permit {
 	volatile @Nullable Object result;
 
 	Call(Limit[] limits, long[] tokens, @Nullable Object[] keys) {
-		this(limits, tokens, keys, new RateLimiter[limits.length], new Permit[limits.length]);
+		this(limits, tokens, keys, new RateLimiter[limits.length], new KeyedBuckets.Entry[limits.length],
+				new Permit[limits.length]);
 	}
 
 	private Call(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
-			@Nullable Permit[] permits) {
+			KeyedBuckets.@Nullable Entry @Nullable [] held, @Nullable Permit[] permits) {
 		this.limits = limits;
 		this.tokens = tokens;
 		this.keys = keys;
@@ -87,21 +88,11 @@ final class Call implements Reservation, Permit {
 		this.decided = new boolean[limits.length];
 		this.refusedAt = new RateLimitExceededException[limits.length];
 		this.targets = (targets != null) ? targets : new RateLimiter[limits.length];
-		this.held = new KeyedBuckets.Entry[limits.length];
-	}
-
-	/**
-	 * Keeps the keys' buckets the call took from until it completes, for the limits with a completion
-	 * attribute ({@link Limit#hold}); called once the call holds its claims.
-	 */
-	void holdKeys() {
-		for (int i = 0; i < this.limits.length; i++) {
-			this.held[i] = this.limits[i].hold(this.keys[i], this.targets[i]);
-		}
+		this.held = (held != null) ? held : new KeyedBuckets.Entry[limits.length];
 	}
 
 	/** Lets the keys' buckets kept for the completion go (once: from close, or from cancel). */
-	private void unholdKeys() {
+	void unholdKeys() {
 		for (int i = 0; i < this.held.length; i++) {
 			KeyedBuckets.Entry entry = this.held[i];
 			if (entry != null) {
@@ -116,8 +107,8 @@ final class Call implements Reservation, Permit {
 	 * permits those of the buckets ({@code null} where there is nothing to release).
 	 */
 	static Call granted(Limit[] limits, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
-			@Nullable Permit[] permits) {
-		Call call = new Call(limits, tokens, keys, targets, permits);
+			KeyedBuckets.@Nullable Entry @Nullable [] held, @Nullable Permit[] permits) {
+		Call call = new Call(limits, tokens, keys, targets, held, permits);
 		java.util.Arrays.fill(call.kept, true);
 		call.state.set(GRANTED);
 		return call;

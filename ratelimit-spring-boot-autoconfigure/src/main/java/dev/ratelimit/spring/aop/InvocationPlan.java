@@ -17,6 +17,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.aopalliance.intercept.MethodInvocation;
@@ -177,7 +178,7 @@ final class InvocationPlan {
 	/** The single-bucket path: the limiter's own acquire, or the shadow decision. */
 	private static Permit acquireOne(Limit one, long tokens, @Nullable Object key) throws InterruptedException {
 		if (one.stats.isShadow()) {
-			Permit permit = one.shadow(tokens, key, null, 0);
+			Permit permit = one.shadow(tokens, key, null, null, 0);
 			return (permit != null) ? permit : Permit.noop();
 		}
 		return one.acquire(tokens, key);
@@ -207,6 +208,7 @@ final class InvocationPlan {
 		int count = limits.length;
 		Permit[] permits = null;
 		RateLimiter[] targets = this.keyed ? new RateLimiter[count] : null;
+		KeyedBuckets.Entry[] held = (this.keyed && this.completes) ? new KeyedBuckets.Entry[count] : null;
 		int taken = 0;
 		boolean deferred = BucketStats.defer(true);
 		try {
@@ -217,7 +219,7 @@ final class InvocationPlan {
 				}
 				Permit permit;
 				try {
-					permit = limit.acquire(tokens[taken], keys[taken], Duration.ZERO, targets, taken, false);
+					permit = limit.acquire(tokens[taken], keys[taken], Duration.ZERO, targets, held, taken, false);
 				}
 				catch (RateLimitExceededException ex) {
 					break;
@@ -233,6 +235,7 @@ final class InvocationPlan {
 		finally {
 			if (taken < count) {
 				giveBack(taken, tokens, keys, targets, permits);
+				unpin(held);
 			}
 			BucketStats.defer(deferred);
 		}
@@ -245,9 +248,7 @@ final class InvocationPlan {
 			}
 		}
 		if (this.completes) {
-			Call call = Call.granted(limits, tokens, keys, targets, (permits != null) ? permits : new Permit[count]);
-			call.holdKeys();
-			return call;
+			return Call.granted(limits, tokens, keys, targets, held, (permits != null) ? permits : new Permit[count]);
 		}
 		return (permits != null) ? new Permits(permits) : Permit.noop();
 	}
@@ -260,6 +261,17 @@ final class InvocationPlan {
 				permits[i].close();
 			}
 			this.limits[i].stats.ungrant();
+		}
+	}
+
+	/** Lets go the keys' buckets a call kept for its completion, when it does not go ahead after all. */
+	private static void unpin(KeyedBuckets.@Nullable Entry @Nullable [] held) {
+		if (held != null) {
+			for (KeyedBuckets.Entry entry : held) {
+				if (entry != null) {
+					entry.unpin();
+				}
+			}
 		}
 	}
 
@@ -347,7 +359,7 @@ final class InvocationPlan {
 					continue;
 				}
 				try {
-					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, i);
+					call.parts[i] = limit.reserve(tokens[i], keys[i], call.targets, call.held, i);
 				}
 				catch (RateLimitExceededException ex) {
 					if (refused == null) {
@@ -376,10 +388,9 @@ final class InvocationPlan {
 			else {
 				for (int i = 0; i < count; i++) {
 					if (call.parts[i] == null) {
-						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i], call.targets, i));
+						call.shadowed(i, this.limits[i].shadow(tokens[i], keys[i], call.targets, call.held, i));
 					}
 				}
-				call.holdKeys();
 			}
 		}
 		catch (RuntimeException ex) {

@@ -119,7 +119,7 @@ final class Limit {
 	 * (a call that goes to the overflow bucket is counted).
 	 */
 	Permit acquire(long tokens, @Nullable Object k) throws InterruptedException {
-		return acquire(tokens, k, this.maxWait, null, 0, true);
+		return acquire(tokens, k, this.maxWait, null, null, 0, true);
 	}
 
 	/**
@@ -129,12 +129,13 @@ final class Limit {
 	 * @param i the call's place in {@code targets}
 	 * @param count whether a call that goes to the overflow bucket is counted now
 	 */
-	Permit acquire(long tokens, @Nullable Object k, Duration wait, @Nullable RateLimiter @Nullable [] targets, int i,
-			boolean count) throws InterruptedException {
+	Permit acquire(long tokens, @Nullable Object k, Duration wait, @Nullable RateLimiter @Nullable [] targets,
+			KeyedBuckets.@Nullable Entry @Nullable [] held, int i, boolean count) throws InterruptedException {
 		if (k == null) {
 			return this.limiter.acquire(tokens, wait);
 		}
 		KeyedBuckets.Entry entry = this.keys.pin(k, false);
+		boolean keep = false;
 		try {
 			RateLimiter target = entry.limiter();
 			if (targets != null) {
@@ -143,29 +144,35 @@ final class Limit {
 			if (count && this.keys.isOverflow(target)) {
 				this.keys.countOverflow();
 			}
-			return target.acquire(tokens, wait);
+			Permit permit = target.acquire(tokens, wait);
+			keep = hold(entry, held, i);
+			return permit;
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k, entry.limiter());
 		}
 		finally {
-			entry.unpin();
+			if (!keep) {
+				entry.unpin();
+			}
 		}
 	}
 
 	/**
-	 * Keeps the bucket a keyed call took from until the call completes, when the call has a completion
-	 * attribute: a key's bucket that fills up again while the call runs would count as idle and could be
-	 * dropped for another key, and the call's {@code settle} would then charge whatever the key uses now
-	 * (the overflow bucket, which other keys share). Dropping must change nothing callers see (K1).
+	 * K2: a call with a completion attribute keeps the pin it took its tokens under until it completes
+	 * ({@code held}, unpinned by the call): a key's bucket that fills up again while the call runs would
+	 * count as idle and could be dropped for another key, and the call's {@code settle} would then charge
+	 * whatever the key uses now (the overflow bucket, which other keys share). Dropping must change nothing
+	 * callers see (K1).
 	 *
-	 * @return the pinned entry, to unpin when the call completes; {@code null} when there is nothing to keep
+	 * @return whether the pin is kept
 	 */
-	KeyedBuckets.@Nullable Entry hold(@Nullable Object k, @Nullable RateLimiter target) {
-		if (k == null || target == null || this.keys == null || !completes()) {
-			return null;
+	private boolean hold(KeyedBuckets.Entry entry, KeyedBuckets.@Nullable Entry @Nullable [] held, int i) {
+		if (held == null || !completes()) {
+			return false;
 		}
-		return this.keys.pinIfCurrent(k, target);
+		held[i] = entry;
+		return true;
 	}
 
 	/** Counts a call that went to the overflow bucket, when {@code target} is it. */
@@ -180,17 +187,19 @@ final class Limit {
 	 * goes to the overflow bucket is counted).
 	 */
 	Reservation reserve(long tokens, @Nullable Object k) {
-		return reserve(tokens, k, null, 0);
+		return reserve(tokens, k, null, null, 0);
 	}
 
 	/**
 	 * Claims the call's tokens without waiting, noting the bucket a keyed call claims from.
 	 */
-	Reservation reserve(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets, int i) {
+	Reservation reserve(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets,
+			KeyedBuckets.@Nullable Entry @Nullable [] held, int i) {
 		if (k == null) {
 			return this.limiter.reserve(tokens, this.maxWait);
 		}
 		KeyedBuckets.Entry entry = this.keys.pin(k, false);
+		boolean keep = false;
 		try {
 			RateLimiter target = entry.limiter();
 			if (targets != null) {
@@ -199,13 +208,17 @@ final class Limit {
 			if (this.keys.isOverflow(target)) {
 				this.keys.countOverflow();
 			}
-			return new KeyedReservation(target.reserve(tokens, this.maxWait), k, target);
+			Reservation reservation = new KeyedReservation(target.reserve(tokens, this.maxWait), k, target);
+			keep = hold(entry, held, i);
+			return reservation;
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k, entry.limiter());
 		}
 		finally {
-			entry.unpin();
+			if (!keep) {
+				entry.unpin();
+			}
 		}
 	}
 
@@ -215,18 +228,20 @@ final class Limit {
 	 * (taken without waiting, as a settle does) and counts as {@code granted}.
 	 *
 	 * @param targets where to note the bucket a keyed call took from, or {@code null}
+	 * @param held where a call with a completion attribute keeps its key's pin (K2), or {@code null}
 	 * @param i the call's place in {@code targets}
 	 * @return the permit (capped release: released when the call completes; a no-op one for tokens
 	 *         taken without waiting), or {@code null} when the bucket would have refused and kept nothing
 	 */
-	@Nullable Permit shadow(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets, int i) {
+	@Nullable Permit shadow(long tokens, @Nullable Object k, @Nullable RateLimiter @Nullable [] targets,
+			KeyedBuckets.@Nullable Entry @Nullable [] held, int i) {
 		RateLimiter[] noted = (targets != null) ? targets : new RateLimiter[1];
 		int at = (targets != null) ? i : 0;
 		boolean deferred = BucketStats.defer(true);
 		try {
 			Reservation reservation;
 			try {
-				reservation = reserve(tokens, k, noted, at);
+				reservation = reserve(tokens, k, noted, held, at);
 			}
 			catch (RateLimitExceededException ex) {
 				this.stats.refused();

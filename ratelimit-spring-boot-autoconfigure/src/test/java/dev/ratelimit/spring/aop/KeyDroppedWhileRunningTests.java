@@ -69,6 +69,22 @@ class KeyDroppedWhileRunningTests {
 		});
 	}
 
+	/** A call that pays only at completion (cost 0, settle): its key's bucket stays full, and is kept all the same. */
+	@Test
+	void aKeysBucketIsKeptForACallThatPaysOnlyWhenItCompletes() {
+		this.runner.run((context) -> {
+			Assistant assistant = context.getBean(Assistant.class);
+			KeyedBuckets keys = context.getBean(RateLimiterRegistry.class).get("llm").keyed();
+			assistant.ask("x", 0); // x's bucket: full, and idle but for x's call
+			assistant.ask("y", 0); // no room: x's bucket is kept, y shares the overflow bucket
+			RateLimiter x = keys.find("x");
+			assertThat(x).isNotNull();
+			assistant.complete("x", 3);
+			assertThat(x.snapshot().available()).as("x's bucket paid x's 3").isEqualTo(1);
+			assertThat(keys.bucketOf("nobody").snapshot().available()).as("the overflow bucket").isEqualTo(4);
+		});
+	}
+
 	@Configuration(proxyBeanMethods = false)
 	static class AssistantConfiguration {
 
