@@ -263,21 +263,22 @@ public abstract class AbstractReservation implements Reservation {
 	 * message says what it waited for (a wait "of 1 ms" read as if the tokens were a millisecond away).
 	 */
 	private RateLimitExceededException refuseForReleases() {
-		if (cancel()) {
-			this.stats.recordRejected();
-		}
-		Duration waited = Duration.ofNanos(Math.max(this.budgetNanos, RELEASE_POLL_NANOS));
-		return new RateLimitExceededException(this.limiterName, this.tokens, waited, "Rate limit exceeded on "
-				+ ((this.limiterName != null) ? "bucket '" + this.limiterName + "'" : "rate limiter") + ": " + this.tokens
-				+ ((this.tokens == 1) ? " token" : " tokens") + " waited " + Duration.ofNanos(this.budgetNanos)
-				+ " for tokens in flight to be released, and too few came back");
+		return refused(new RateLimitExceededException(this.limiterName, this.tokens,
+				Duration.ofNanos(Math.max(this.budgetNanos, RELEASE_POLL_NANOS)),
+				RateLimitExceededException.exceeded(this.limiterName, this.tokens) + " waited "
+						+ Duration.ofNanos(this.budgetNanos) + " for tokens in flight to be released, and too few came back"));
 	}
 
 	private RateLimitExceededException refuse(long neededNanos) {
+		return refused(new RateLimitExceededException(this.limiterName, this.tokens, Duration.ofNanos(neededNanos)));
+	}
+
+	/** Gives the claim back (counted as rejected once, whoever gives it back first) and returns the refusal. */
+	private RateLimitExceededException refused(RateLimitExceededException refusal) {
 		if (cancel()) {
 			this.stats.recordRejected();
 		}
-		return new RateLimitExceededException(this.limiterName, this.tokens, Duration.ofNanos(neededNanos));
+		return refusal;
 	}
 
 	@Override

@@ -78,9 +78,13 @@ public class RateLimitExceededException extends RuntimeException {
 	}
 
 	private static String defaultMessage(@Nullable String bucket, long cost, Duration retryAfter) {
+		return exceeded(bucket, cost) + " would need a wait of " + retryAfter;
+	}
+
+	/** The start of every refusal's message: the bucket and the tokens, e.g. "... on bucket 'x': 1 token". */
+	static String exceeded(@Nullable String bucket, long cost) {
 		String who = (bucket != null) ? "bucket '" + bucket + "'" : "rate limiter";
-		return "Rate limit exceeded on " + who + ": " + cost + (cost == 1 ? " token" : " tokens")
-				+ " would need a wait of " + retryAfter;
+		return "Rate limit exceeded on " + who + ": " + cost + (cost == 1 ? " token" : " tokens");
 	}
 
 	/**

@@ -76,23 +76,16 @@ class ClusterPartialOutageTests {
 	void aKeyOnAHealthyNodeDoesNotSayTheBucketIsBackWhileKeysOnAnotherNodeRunOnThePolicy() {
 		long[] now = { 0 };
 		FailureDetector.Said said = new FailureDetector.Said();
-		FailureDetector alice = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said);
-		FailureDetector bob = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said);
-		FailureDetector carol = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said);
-		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-			alice.send(ClusterPartialOutageTests::down, null);
-		}
+		FailureDetector alice = detector(now, said, false);
+		FailureDetector bob = detector(now, said, false);
+		FailureDetector carol = detector(now, said, false);
+		trip(alice);
 		assertThat(alice.isUp()).isFalse();
 		assertThat(said(Level.WARN)).isEqualTo(1);
 		bob.send(ClusterPartialOutageTests::answered, null);
 		assertThat(said(Level.INFO)).as("INFO while alice's node does not answer").isZero();
 		assertThat(said.error()).as("the bucket's shared state while alice runs on the policy").isNotNull();
-		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-			carol.send(ClusterPartialOutageTests::down, null);
-		}
+		trip(carol);
 		bob.send(ClusterPartialOutageTests::answered, null);
 		assertThat(said(Level.WARN)).as("WARN lines for two keys on the node that does not answer").isEqualTo(1);
 		// the node answers again: each key's probe after its back-off finds it out
@@ -115,13 +108,9 @@ class ClusterPartialOutageTests {
 	void aKeysBucketDroppedWhileOnThePolicyKeepsTheBucketDownOnlyWhileItIsAsked() {
 		long[] now = { 0 };
 		FailureDetector.Said said = new FailureDetector.Said();
-		FailureDetector alice = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said, true);
-		FailureDetector bob = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said, true);
-		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-			alice.send(ClusterPartialOutageTests::down, null);
-		}
+		FailureDetector alice = detector(now, said, true);
+		FailureDetector bob = detector(now, said, true);
+		trip(alice);
 		now[0] += FailureDetector.Said.FORGET_NANOS - MS;
 		bob.send(ClusterPartialOutageTests::answered, null);
 		assertThat(said.error()).as("alice was asked less than FORGET_NANOS ago").isNotNull();
@@ -146,13 +135,9 @@ class ClusterPartialOutageTests {
 	void aForgottenKeyWhoseNodeIsBackSaysNothingWhenAskedAgain() {
 		long[] now = { 0 };
 		FailureDetector.Said said = new FailureDetector.Said();
-		FailureDetector alice = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said, true);
-		FailureDetector template = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said);
-		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-			alice.send(ClusterPartialOutageTests::down, null);
-		}
+		FailureDetector alice = detector(now, said, true);
+		FailureDetector template = detector(now, said, false);
+		trip(alice);
 		assertThat(said(Level.WARN)).isEqualTo(1);
 		// alice's user goes quiet; her node comes back; the template answers after FORGET_NANOS: said back
 		now[0] += FailureDetector.Said.FORGET_NANOS;
@@ -178,13 +163,9 @@ class ClusterPartialOutageTests {
 	void forgettingAKeyThatWentQuietDoesNotSayTheBucketIsBackWhileNothingAnswers() {
 		long[] now = { 0 };
 		FailureDetector.Said said = new FailureDetector.Said();
-		FailureDetector alice = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said, true);
-		FailureDetector template = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
-		}, said);
-		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-			alice.send(ClusterPartialOutageTests::down, null);
-		}
+		FailureDetector alice = detector(now, said, true);
+		FailureDetector template = detector(now, said, false);
+		trip(alice);
 		assertThat(said(Level.WARN)).isEqualTo(1);
 		now[0] += FailureDetector.Said.FORGET_NANOS;
 		assertThat(template.sharedError()).as("the gauge's read while nothing answers").isNotNull();
@@ -206,9 +187,7 @@ class ClusterPartialOutageTests {
 		for (int key = 0; key < 1000; key++) {
 			FailureDetector detector = new FailureDetector("per-ip", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
 			}, said, true);
-			for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
-				detector.send(ClusterPartialOutageTests::down, null);
-			}
+			trip(detector);
 			now[0] += 100 * MS; // ten new keys a second, for 100 s
 		}
 		java.lang.reflect.Field down = FailureDetector.Said.class.getDeclaredField("down");
@@ -282,5 +261,18 @@ class ClusterPartialOutageTests {
 				(proxy, method, args) -> method.getName().equals("toCompletableFuture") ? reply
 						: method.invoke(reply, args));
 		return future;
+	}
+
+	/** A detector of one of {@code per-user}'s buckets on the test's clock: its own, or a key's (droppable). */
+	private static FailureDetector detector(long[] now, FailureDetector.Said said, boolean key) {
+		return new FailureDetector("per-user", "LOCAL", 100 * MS, () -> now[0], (r, s) -> {
+		}, said, key);
+	}
+
+	/** Fails calls in a row until the detector switches to the policy. */
+	private static void trip(FailureDetector detector) {
+		for (int i = 0; i < FailureDetector.FAILURES_TO_TRIP; i++) {
+			detector.send(ClusterPartialOutageTests::down, null);
+		}
 	}
 }

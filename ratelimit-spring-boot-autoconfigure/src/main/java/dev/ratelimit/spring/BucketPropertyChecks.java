@@ -93,33 +93,22 @@ final class BucketPropertyChecks {
 	 * value it cannot convert in its own terms.
 	 */
 	private static void checkOutsideBuckets(ConfigurationPropertySource source, ConfigurationPropertyName name) {
-		StringBuilder relative = new StringBuilder();
-		StringBuilder uniform = new StringBuilder();
-		for (int i = RATELIMIT.getNumberOfElements(); i < name.getNumberOfElements(); i++) {
-			if (!name.isNumericIndex(i)) {
-				relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
-				uniform.append((uniform.length() > 0) ? "." : "").append(name.getElement(i, Form.UNIFORM));
-			}
-		}
-		// compared as binding compares them: maxThreads, max_threads and MAXTHREADS (an environment
-		// variable) are all max-threads
-		String match = known(uniform.toString(), KNOWN_OUTSIDE_BUCKETS);
-		String property = (match != null) ? match : relative.toString();
+		String uniform = relative(name, RATELIMIT.getNumberOfElements(), Form.UNIFORM);
+		String match = known(uniform, KNOWN_OUTSIDE_BUCKETS);
+		String property = (match != null) ? match : relative(name, RATELIMIT.getNumberOfElements(), Form.DASHED);
+		ConfigurationProperty found = source.getConfigurationProperty(name);
+		String origin = origin(found);
 		if (match != null || KNOWN_OUTSIDE_BUCKETS.stream()
 			.anyMatch((candidate) -> uniform(candidate).startsWith(uniform + "."))) {
 			Map.Entry<Set<String>, String> choices = CHOICES_OUTSIDE_BUCKETS.get(property);
-			ConfigurationProperty found = source.getConfigurationProperty(name);
 			Object value = (found != null) ? found.getValue() : null;
 			if (choices != null && value != null && !choices.getKey().contains(enumValue(value.toString()))) {
-				String origin = (found.getOrigin() != null) ? " (" + found.getOrigin() + ")" : "";
 				throw new RateLimitConfigurationException(
 						name + " is '" + value + "'" + origin + ", which is not accepted.",
 						"Set " + name + " to " + choices.getValue() + ".");
 			}
 			return;
 		}
-		ConfigurationProperty found = source.getConfigurationProperty(name);
-		String origin = (found != null && found.getOrigin() != null) ? " (" + found.getOrigin() + ")" : "";
 		String closest = ClosestName.of(property, KNOWN_OUTSIDE_BUCKETS);
 		int dot = closest.lastIndexOf('.');
 		// the same place with the closest name (a rule's index kept), or the closest property itself
@@ -141,18 +130,11 @@ final class BucketPropertyChecks {
 			return; // ratelimit.buckets.<name> itself
 		}
 		String bucket = name.getElement(first, Form.ORIGINAL);
-		StringBuilder relative = new StringBuilder();
-		StringBuilder uniform = new StringBuilder();
-		for (int i = first + 1; i < name.getNumberOfElements(); i++) {
-			relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, Form.DASHED));
-			uniform.append((uniform.length() > 0) ? "." : "").append(name.getElement(i, Form.UNIFORM));
-		}
 		ConfigurationProperty found = source.getConfigurationProperty(name);
-		Origin where = (found != null) ? found.getOrigin() : null;
-		String origin = (where != null) ? " (" + where + ")" : "";
-		String property = known(uniform.toString(), KNOWN); // (RATELIMIT_BUCKETS_DB_MAXWAIT is max-wait)
+		String origin = origin(found);
+		String property = known(relative(name, first + 1, Form.UNIFORM), KNOWN);
 		if (property == null) {
-			String written = relative.toString();
+			String written = relative(name, first + 1, Form.DASHED);
 			throw RateLimitConfigurationException.unknownProperty(bucket, written, origin, closest(written), KNOWN);
 		}
 		Object value = (found != null) ? found.getValue() : null;
@@ -184,6 +166,27 @@ final class BucketPropertyChecks {
 	/** An enum value as binding reads it: case and anything but letters and digits do not count. */
 	private static String enumValue(String text) {
 		return text.toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]", "");
+	}
+
+	/**
+	 * The elements of {@code name} from {@code first} on, list indices left out, in {@code form}: with
+	 * {@link Form#UNIFORM}, as binding compares names ({@code maxThreads}, {@code max_threads} and an
+	 * environment variable's {@code MAXTHREADS} are all {@code max-threads}).
+	 */
+	private static String relative(ConfigurationPropertyName name, int first, Form form) {
+		StringBuilder relative = new StringBuilder();
+		for (int i = first; i < name.getNumberOfElements(); i++) {
+			if (!name.isNumericIndex(i)) {
+				relative.append((relative.length() > 0) ? "." : "").append(name.getElement(i, form));
+			}
+		}
+		return relative.toString();
+	}
+
+	/** Where a property was set, as the messages say it: {@code " (<origin>)"}, or empty. */
+	private static String origin(@Nullable ConfigurationProperty found) {
+		Origin where = (found != null) ? found.getOrigin() : null;
+		return (where != null) ? " (" + where + ")" : "";
 	}
 
 	/** A dashed property name in binding's uniform form: lower case, letters and digits, dots between. */

@@ -5,8 +5,6 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.UnaryOperator;
 
@@ -25,10 +23,7 @@ import org.jspecify.annotations.Nullable;
  * gives them back.
  *
  * <p>The timer is one thread for every waiting call, so it does as little as it can: a claim's wake-ups
- * (a caller ahead gave up, a release, a retune) are coalesced, at most one poll round per claim waits on
- * the timer at a time, however many wake-ups come meanwhile (the round polls after the last of them, so
- * it sees every change they announced). Otherwise a burst of wake-ups queues a poll per wake-up per
- * waiting claim, the timer falls behind, and every waiting call is granted as late as it is behind.
+ * are coalesced, at most one poll round per claim queued on it at a time ({@link PollRounds}).
  *
  * <p>Max-wait bounds the wait the limiter asks for: a claim is accepted only when its tokens are due
  * within it (else it is refused at once), and it is granted at the first poll that finds them there.
@@ -145,11 +140,7 @@ final class AsyncInvocations {
 
 		private final @Nullable Runnable observe;
 
-		/** The round of polls in force: polls of an older round (scheduled before a wake-up) do nothing. */
-		private final AtomicLong round = new AtomicLong();
-
-		/** Whether a wake-up's round is queued on the timer and has not started. */
-		private final AtomicBoolean wakePending = new AtomicBoolean();
+		private final PollRounds rounds = new PollRounds();
 
 		/**
 		 * What ends the call if the application stops while it waits: registered once its first poll finds
@@ -196,19 +187,14 @@ final class AsyncInvocations {
 		}
 
 		private void wake() {
-			if (this.wakePending.getAndSet(true)) {
-				return;
-			}
-			long next = this.round.incrementAndGet();
-			try {
-				this.executors.timer().execute(() -> {
-					this.wakePending.set(false);
-					poll(false, next);
-				});
-			}
-			catch (RejectedExecutionException ex) {
-				// the timer has stopped: the application is shutting down, which ends this call
-			}
+			this.rounds.wake((task) -> {
+				try {
+					this.executors.timer().execute(task);
+				}
+				catch (RejectedExecutionException ex) {
+					// the timer has stopped: the application is shutting down, which ends this call
+				}
+			}, (round) -> poll(false, round));
 		}
 
 		/** The call no longer waits for its tokens (granted, refused or done): shutdown need not end it. */
@@ -227,7 +213,7 @@ final class AsyncInvocations {
 		 * @return whether the claim waits (a later poll is scheduled)
 		 */
 		private boolean poll(boolean callerThread, long mine) {
-			if (this.round.get() != mine) {
+			if (!this.rounds.inForce(mine)) {
 				return false; // a wake-up started a newer round of polls
 			}
 			if (this.result.isDone()) {

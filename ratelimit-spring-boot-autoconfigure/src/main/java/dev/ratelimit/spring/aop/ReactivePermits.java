@@ -2,8 +2,6 @@ package dev.ratelimit.spring.aop;
 
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.Function;
 import java.util.function.Supplier;
 
@@ -49,12 +47,7 @@ public final class ReactivePermits {
 			.doOnDiscard(Permit.class, Permit::close);
 	}
 
-	/**
-	 * The polls of one claim. A wake-up (a caller ahead gave up, a release, a retune) starts a new round
-	 * at once, and older scheduled polls do nothing; while a wake-up's round has not started, later
-	 * wake-ups add nothing (it polls after them, so it sees every change they announced). Without that,
-	 * a burst of releases queues a poll per release per waiting claim on the scheduler.
-	 */
+	/** The polls of one claim, in rounds ({@link PollRounds}) on Reactor's parallel scheduler. */
 	private static final class Polls {
 
 		private final Reservation reservation;
@@ -63,11 +56,7 @@ public final class ReactivePermits {
 
 		private final Function<RuntimeException, Throwable> refusal;
 
-		/** The round of polls in force: polls of an older round do nothing. */
-		private final AtomicLong round = new AtomicLong();
-
-		/** Whether a wake-up's round is queued on the scheduler and has not started. */
-		private final AtomicBoolean wakePending = new AtomicBoolean();
+		private final PollRounds rounds = new PollRounds();
 
 		Polls(Reservation reservation, MonoSink<Permit> sink, Function<RuntimeException, Throwable> refusal) {
 			this.reservation = reservation;
@@ -81,18 +70,11 @@ public final class ReactivePermits {
 		}
 
 		private void wake() {
-			if (this.wakePending.getAndSet(true)) {
-				return;
-			}
-			long next = this.round.incrementAndGet();
-			schedule(() -> {
-				this.wakePending.set(false);
-				poll(next);
-			}, 0);
+			this.rounds.wake((task) -> schedule(task, 0), this::poll);
 		}
 
 		private void poll(long mine) {
-			if (this.round.get() != mine) {
+			if (!this.rounds.inForce(mine)) {
 				return;
 			}
 			long delay;
