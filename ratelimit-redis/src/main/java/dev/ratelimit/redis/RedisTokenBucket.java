@@ -16,6 +16,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.LongSupplier;
+import java.util.function.Supplier;
 
 import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.Permit;
@@ -320,15 +321,20 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public String health() {
-		if (!isUp()) {
-			// a bucket said down may get no calls at all (a load balancer takes the instance out of rotation on
-			// its health): the read itself asks Redis when a probe is due, so that it finds Redis back
-			Call probe = send(this.tune.current(), Mode.PEEK, 0, 0, "");
+		return startHealthRead().get();
+	}
+
+	@Override
+	public Supplier<String> startHealthRead() {
+		// a bucket said down may get no calls at all (a load balancer takes the instance out of rotation on
+		// its health): the read itself asks Redis when a probe is due, so that it finds Redis back
+		Call probe = isUp() ? null : send(this.tune.current(), Mode.PEEK, 0, 0, "");
+		return () -> {
 			if (probe != null) {
 				probe.awaitUninterruptibly();
 			}
-		}
-		return state();
+			return state();
+		};
 	}
 
 	/** The health as it stands, without asking Redis (for {@link #toString()}: printing a bucket asks nothing). */

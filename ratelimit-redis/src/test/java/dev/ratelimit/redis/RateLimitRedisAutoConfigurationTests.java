@@ -195,6 +195,59 @@ class RateLimitRedisAutoConfigurationTests {
 			});
 	}
 
+	/**
+	 * Found by a reviewer: the health contributor asked the buckets said down one after another, so while
+	 * Redis accepted connections and answered nothing, a health read (a load balancer's, every few seconds)
+	 * took the number of Redis buckets times their timeout. The buckets are asked together: one timeout.
+	 */
+	@Test
+	void aHealthReadWhileRedisAnswersNothingTakesOneTimeoutNotOnePerBucket() throws Exception {
+		try (EmbeddedRedis stalled = new EmbeddedRedis()) {
+			this.runner.withConfiguration(AutoConfigurations.of(RateLimitHealthAutoConfiguration.class))
+				.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + stalled.port())
+				.withPropertyValues(redisBucketWithATimeoutOfOneSecond("a"))
+				.withPropertyValues(redisBucketWithATimeoutOfOneSecond("b"))
+				.withPropertyValues(redisBucketWithATimeoutOfOneSecond("c"))
+				.run((context) -> {
+					HealthIndicator indicator = context.getBean("ratelimitsHealthIndicator", HealthIndicator.class);
+					assertThat(indicator.health().getDetails()).containsEntry("a", "up").containsEntry("c", "up");
+					stalled.admin().clientPause(60_000); // connections stay open, nothing is answered
+					Thread[] callers = new Thread[3];
+					for (int i = 0; i < callers.length; i++) {
+						RedisTokenBucket bucket = context.getBean(String.valueOf((char) ('a' + i)), RedisTokenBucket.class);
+						callers[i] = new Thread(() -> {
+							while (bucket.isUp()) {
+								bucket.tryAcquire(1); // each waits its timeout: four in a row trip the bucket
+							}
+						});
+						callers[i].start();
+					}
+					for (Thread caller : callers) {
+						caller.join(Duration.ofSeconds(60).toMillis());
+						assertThat(caller.isAlive()).isFalse();
+					}
+					Thread.sleep(300); // the first back-off (100 ms) is over: a probe of each bucket is due
+
+					long start = System.nanoTime();
+					Health health = indicator.health();
+					Duration took = Duration.ofNanos(System.nanoTime() - start);
+
+					assertThat(health.getDetails()).hasEntrySatisfying("a", (d) -> assertThat((String) d).startsWith("down: "))
+						.hasEntrySatisfying("b", (d) -> assertThat((String) d).startsWith("down: "))
+						.hasEntrySatisfying("c", (d) -> assertThat((String) d).startsWith("down: "));
+					// each probe waits its whole second for an answer that does not come: one after another
+					// they would take 3 s at the least
+					assertThat(took).isLessThan(Duration.ofSeconds(2));
+				});
+		}
+	}
+
+	private static String[] redisBucketWithATimeoutOfOneSecond(String name) {
+		String bucket = "ratelimit.buckets." + name;
+		return new String[] { bucket + ".rate=100", bucket + ".period=1h", bucket + ".backend=redis",
+				bucket + ".redis.key-prefix=stalled:", bucket + ".redis.timeout=1s", bucket + ".redis.on-failure=deny" };
+	}
+
 	@Test
 	void aRedisOutageLeavesTheApplicationUpByDefault() {
 		this.runner.withConfiguration(AutoConfigurations.of(RateLimitHealthAutoConfiguration.class))

@@ -1,5 +1,7 @@
 package dev.ratelimit.spring;
 
+import java.util.function.Supplier;
+
 /**
  * Implemented by limiters whose state lives outside this JVM (the Redis bucket), so that the meters
  * and the health contributor can show whether their backend answers: {@code ratelimit.backend.up} is
@@ -21,6 +23,19 @@ public interface BackendHealth {
 	 * @return the health
 	 */
 	String health();
+
+	/**
+	 * Starts a health read without waiting for it: a bucket said down sends its probe now, when one is due.
+	 * The read returned waits for that probe (at most the bucket's timeout) and then says the health as
+	 * {@link #health()} does. The health contributor starts the read of every bucket before it waits for
+	 * any, so that while the backend accepts connections and answers nothing, a health read takes one
+	 * timeout, not one per bucket.
+	 *
+	 * @return the read: {@code get()} says {@code up}, or {@code down} with the last error
+	 */
+	default Supplier<String> startHealthRead() {
+		return this::health;
+	}
 
 	/**
 	 * Asks to be told of every call to the backend, with its outcome and how long it took.

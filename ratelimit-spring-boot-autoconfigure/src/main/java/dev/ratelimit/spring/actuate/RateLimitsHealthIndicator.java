@@ -2,6 +2,7 @@ package dev.ratelimit.spring.actuate;
 
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Supplier;
 
 import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimiterRegistry;
@@ -15,7 +16,9 @@ import org.springframework.boot.health.contributor.Status;
  * The {@code ratelimits} health contributor: UP, with each bucket on a remote backend (Redis) in its
  * details by name, {@code "up"} or {@code "down: <cause>"}. While a bucket runs on its failure policy, the status
  * is {@code ratelimit.health.backend-down-status} (UP by default: a bucket on its policy still limits
- * calls, so a Redis outage takes the application out of a load balancer only when asked).
+ * calls, so a Redis outage takes the application out of a load balancer only when asked). A read of a
+ * bucket said down asks its backend again when a probe is due; the buckets are asked together, so that a read
+ * takes at most one bucket's timeout however many buckets wait for an answer.
  */
 public class RateLimitsHealthIndicator implements HealthIndicator {
 
@@ -36,15 +39,21 @@ public class RateLimitsHealthIndicator implements HealthIndicator {
 
 	@Override
 	public Health health() {
-		Map<String, String> backends = new TreeMap<>();
-		boolean allUp = true;
+		Map<String, BackendHealth> backends = new TreeMap<>();
 		for (String name : this.registry.names()) {
 			RegisteredBucket bucket = this.registry.find(name).orElse(null);
 			if (bucket != null && bucket.limiter() instanceof BackendHealth backend) {
-				backends.put(name, backend.health());
-				allUp &= backend.isUp();
+				backends.put(name, backend);
 			}
 		}
-		return Health.status(allUp ? Status.UP : this.backendDownStatus).withDetails(backends).build();
+		Map<String, Supplier<String>> reads = new TreeMap<>();
+		backends.forEach((name, backend) -> reads.put(name, backend.startHealthRead()));
+		Map<String, String> details = new TreeMap<>();
+		boolean allUp = true;
+		for (Map.Entry<String, Supplier<String>> read : reads.entrySet()) {
+			details.put(read.getKey(), read.getValue().get());
+			allUp &= backends.get(read.getKey()).isUp();
+		}
+		return Health.status(allUp ? Status.UP : this.backendDownStatus).withDetails(details).build();
 	}
 }
