@@ -20,7 +20,8 @@ import org.jspecify.annotations.Nullable;
  * when they are there already the method runs on the caller's thread, otherwise the starter's timer
  * polls the reservation and the method runs on {@link RateLimitExecutors}' runner once they are there. The tokens are released
  * when the stage the method returned completes; cancelling the returned future before the method ran
- * gives them back.
+ * gives them back, and so does a runner that refuses to run it (the permit is taken on the thread that
+ * runs the method, so a call that never starts still holds only a claim).
  *
  * <p>The timer is one thread for every waiting call, so it does as little as it can: a claim's wake-ups
  * are coalesced, at most one poll round per claim queued on it at a time ({@link PollRounds}).
@@ -246,18 +247,39 @@ final class AsyncInvocations {
 				}
 				return false;
 			}
+			if (callerThread) {
+				runGranted();
+			}
+			else {
+				stopsWaiting();
+				try {
+					this.executors.runner().execute(this.context.apply(this::runGranted));
+				}
+				catch (RuntimeException ex) {
+					// the executor refused (the application is shutting down): the call did not start, so its
+					// claim is given back whole, the rate's tokens with the rest, as a cancel before it ran
+					if (this.reservation.cancel()) {
+						this.result.completeExceptionally(ex);
+					}
+				}
+			}
+			return false;
+		}
+
+		/**
+		 * Runs the call whose tokens are there: takes the permit on the thread that runs the call, so that a
+		 * call the runner never starts still has its claim, which a cancel or a refusal gives back whole.
+		 */
+		private void runGranted() {
 			Permit permit;
 			try {
 				permit = this.reservation.permit();
 			}
 			catch (IllegalStateException ex) {
-				return false; // cancelled meanwhile: the future is done
-			}
-			if (!callerThread) {
-				stopsWaiting();
+				return; // cancelled meanwhile (the future is done), or started by another round of polls
 			}
 			Runnable observe = this.observe;
-			Runnable task = (observe == null) ? () -> run(this.plan, permit, this.invocation, this.result) : () -> {
+			if (observe != null) {
 				try {
 					observe.run();
 				}
@@ -266,22 +288,8 @@ final class AsyncInvocations {
 					this.result.completeExceptionally(ex);
 					return;
 				}
-				run(this.plan, permit, this.invocation, this.result);
-			};
-			if (callerThread) {
-				task.run();
 			}
-			else {
-				try {
-					this.executors.runner().execute(this.context.apply(task));
-				}
-				catch (RuntimeException ex) {
-					// the executor refused (the application is shutting down): nothing ran, the tokens go back
-					permit.close();
-					this.result.completeExceptionally(ex);
-				}
-			}
-			return false;
+			run(this.plan, permit, this.invocation, this.result);
 		}
 	}
 
