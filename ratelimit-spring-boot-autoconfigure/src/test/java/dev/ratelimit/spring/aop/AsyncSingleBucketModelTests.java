@@ -2,13 +2,11 @@ package dev.ratelimit.spring.aop;
 
 import java.math.BigInteger;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.concurrent.CancellationException;
@@ -25,11 +23,8 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.ModelSeeds;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
-import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
@@ -40,23 +35,19 @@ import reactor.core.publisher.Sinks;
 import reactor.core.scheduler.Scheduler;
 import reactor.core.scheduler.Schedulers;
 
-import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
-import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
-import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
-import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
  * The asynchronous paths of methods guarded by <em>one</em> bucket ({@code CompletableFuture} and
  * {@code Mono}; plain, with {@code refundIf}/{@code settle}, with a fallback, with a key, with an annotation
- * {@code maxWait}), checked step by step against an exact reference bucket written for the test, in seeded
- * random sequences of calls, completions (a value, an empty {@code Mono}, a failure; bodies that throw,
- * return {@code null} or a value at once), cancellations (a {@code CompletableFuture} cancelled, a
- * {@code Mono} subscription disposed: while waiting for tokens, while running, and when done already),
- * retunes of a bucket's rate and limit (as the endpoint does) and moves of a fake clock (small steps, whole
- * token intervals, deadlines and due times to the nanosecond, seconds, hours).
+ * {@code maxWait}), checked step by step against an exact reference bucket written for the tests
+ * ({@link ReferenceBucket}), in seeded random sequences of calls, completions (a value, an empty
+ * {@code Mono}, a failure; bodies that throw, return {@code null} or a value at once), cancellations (a
+ * {@code CompletableFuture} cancelled, a {@code Mono} subscription disposed: while waiting for tokens,
+ * while running, and when done already), retunes of a bucket's rate and limit (as the endpoint does) and
+ * moves of a fake clock (small steps, whole token intervals, deadlines and due times to the nanosecond,
+ * seconds, hours).
  *
  * <p>Buckets: {@code plain} (shared, uncapped, a rate in tenths per second so that some rates are
  * fractional, max-wait tens of milliseconds: calls wait for time), {@code cap} (shared, capped release,
@@ -127,7 +118,8 @@ class AsyncSingleBucketModelTests {
 
 	private static final long HOUR = TimeUnit.HOURS.toNanos(1);
 
-	private static final long DAY = TimeUnit.DAYS.toNanos(1);
+	/** The period of a rate in tenths of a token per second: tenths every ten seconds. */
+	private static final long TENTHS_PERIOD = 10 * SECOND;
 
 	/** What the test's subscriber of a {@code Mono} sees when it completes empty. */
 	private static final String EMPTY = "<empty>";
@@ -166,18 +158,10 @@ class AsyncSingleBucketModelTests {
 				}
 			});
 			try {
-				new ApplicationContextRunner()
-					.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
-							CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
-							RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
-					.withUserConfiguration(ServiceConfiguration.class)
-					.withBean(RateLimitClock.class, () -> clock::get)
-					.withBean(RateLimitExecutors.class, () -> new RateLimitExecutors(timer, Runnable::run))
+				ModelContext.runner(clock, timer, ServiceConfiguration.class)
 					.withPropertyValues(config.properties())
 					.run((context) -> {
-						if (context.getStartupFailure() != null) {
-							throw new AssertionError("context did not start", context.getStartupFailure());
-						}
+						ModelContext.started(context);
 						Model model = new Model(config, clock, timer, context.getBean(Service.class),
 								context.getBean(RateLimiterRegistry.class), context.getBean(MeterRegistry.class), tally);
 						for (long seed : mine) {
@@ -320,7 +304,7 @@ class AsyncSingleBucketModelTests {
 	}
 
 	/** One call, as the reference sees it. */
-	static final class Call1 {
+	static final class Call1 implements ReferenceBucket.Caller {
 
 		final long id;
 
@@ -364,6 +348,11 @@ class AsyncSingleBucketModelTests {
 		}
 
 		@Override
+		public long id() {
+			return this.id;
+		}
+
+		@Override
 		public String toString() {
 			return "#" + this.id + " " + this.method + "(" + this.bucket + ":" + this.cost + ")";
 		}
@@ -382,252 +371,10 @@ class AsyncSingleBucketModelTests {
 		}
 	}
 
-	/**
-	 * The exact bucket: level {@code a / den} tokens (negative when owed), the line of waiting claims and
-	 * of charges (a charge is {@code null}'s entry: nobody waits for it, those behind it pay it), and
-	 * (capped) the tokens in flight; its counts as the meters should show them.
-	 */
-	static final class RefBucket {
-
-		final String name;
-
-		BigInteger num;
-
-		BigInteger den;
-
-		BigInteger full;
-
-		long limit;
-
-		final boolean capped;
-
-		BigInteger a;
-
-		long time;
-
-		long inFlight;
-
-		/** Claims of waiting calls and charges, in line order: (call or null, tokens). */
-		final List<Object[]> queue = new ArrayList<>();
-
-		long granted;
-
-		long rejected;
-
-		long waits;
-
-		long waited;
-
-		RefBucket(String name, long tenths, long limit, boolean capped, long now) {
-			this.name = name;
-			setRate(tenths);
-			this.limit = limit;
-			this.full = BigInteger.valueOf(limit).multiply(this.den);
-			this.capped = capped;
-			this.a = this.full;
-			this.time = now;
-		}
-
-		private void setRate(long tenths) {
-			BigInteger r = BigInteger.valueOf(tenths);
-			BigInteger p = BigInteger.valueOf(10 * SECOND);
-			BigInteger g = r.gcd(p);
-			this.num = r.divide(g);
-			this.den = p.divide(g);
-		}
-
-		/**
-		 * A retune of the rate: the time that passed counts under the old rate, the part of a token earned
-		 * under it is dropped (the level goes down to a whole number of tokens), the new rate applies from now.
-		 */
-		void updateRate(long tenths) {
-			BigInteger[] qr = this.a.divideAndRemainder(this.den);
-			BigInteger whole = (qr[1].signum() < 0) ? qr[0].subtract(BigInteger.ONE) : qr[0];
-			setRate(tenths);
-			this.a = whole.multiply(this.den);
-			this.full = BigInteger.valueOf(this.limit).multiply(this.den);
-		}
-
-		/** A retune of the limit: the excess above a smaller one is dropped; capped, the ceiling follows. */
-		void updateLimit(long limit) {
-			this.limit = limit;
-			this.full = BigInteger.valueOf(limit).multiply(this.den);
-			this.a = this.a.min(this.full);
-		}
-
-		void advance(long now) {
-			if (now > this.time) {
-				this.a = this.a.add(this.num.multiply(BigInteger.valueOf(now - this.time))).min(this.full);
-				this.time = now;
-			}
-		}
-
-		BigInteger scaled(long n) {
-			return BigInteger.valueOf(n).multiply(this.den);
-		}
-
-		long ceilDiv(BigInteger missing) {
-			BigInteger[] qr = missing.divideAndRemainder(this.num);
-			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
-		}
-
-		/** Nanoseconds until a whole interval of {@code tokens} tokens. */
-		long interval(long tokens) {
-			return ceilDiv(scaled(tokens));
-		}
-
-		long newWait(long n) {
-			if (n == 0) {
-				return 0;
-			}
-			BigInteger missing = scaled(n).subtract(this.a);
-			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
-		}
-
-		/** Capped: whether a new claim of {@code n} is within the limit. */
-		boolean fits(long n) {
-			return !this.capped || this.inFlight + claimed(this.queue.size()) + n <= this.limit;
-		}
-
-		private long claimed(int upTo) {
-			long claimed = 0;
-			for (int i = 0; i < upTo; i++) {
-				if (this.queue.get(i)[0] != null) {
-					claimed += (long) this.queue.get(i)[1];
-				}
-			}
-			return claimed;
-		}
-
-		private int indexOf(Call1 call) {
-			for (int i = 0; i < this.queue.size(); i++) {
-				if (this.queue.get(i)[0] == call) {
-					return i;
-				}
-			}
-			throw new IllegalStateException(call + " has no claim on " + this.name);
-		}
-
-		long rateWait(Call1 call) {
-			int at = indexOf(call);
-			if ((long) this.queue.get(at)[1] == 0) {
-				return 0;
-			}
-			long behind = 0;
-			for (int i = at + 1; i < this.queue.size(); i++) {
-				behind += (long) this.queue.get(i)[1];
-			}
-			BigInteger missing = this.a.add(scaled(behind)).negate();
-			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
-		}
-
-		boolean withinCeiling(Call1 call) {
-			int at = indexOf(call);
-			if (!this.capped || (long) this.queue.get(at)[1] == 0) {
-				return true;
-			}
-			return this.inFlight + claimed(at + 1) <= this.limit;
-		}
-
-		void claim(Call1 call, long n) {
-			this.a = this.a.subtract(scaled(n));
-			this.queue.add(new Object[] { call, n });
-		}
-
-		void giveBack(Call1 call) {
-			long n = (long) this.queue.remove(indexOf(call))[1];
-			this.a = this.a.add(scaled(n)).min(this.full);
-			dropLeadingCharges();
-		}
-
-		void grant(Call1 call, long waited) {
-			long n = (long) this.queue.remove(indexOf(call))[1];
-			if (this.capped) {
-				this.inFlight += n;
-			}
-			this.granted++;
-			if (waited > 0) {
-				this.waits++;
-				this.waited += waited;
-			}
-			dropLeadingCharges();
-		}
-
-		/** Tokens a granted call gives back to the rate: never above the limit. */
-		void refund(long n) {
-			this.a = this.a.add(scaled(n)).min(this.full);
-		}
-
-		/** Tokens taken without waiting, at the end of the line. */
-		void charge(long n) {
-			this.a = this.a.subtract(scaled(n));
-			if (!this.queue.isEmpty()) {
-				this.queue.add(new Object[] { null, n });
-			}
-		}
-
-		private void dropLeadingCharges() {
-			while (!this.queue.isEmpty() && this.queue.get(0)[0] == null) {
-				this.queue.remove(0);
-			}
-		}
-
-		long waiting() {
-			long waiting = 0;
-			for (Object[] claim : this.queue) {
-				if (claim[0] != null) {
-					waiting++;
-				}
-			}
-			return waiting;
-		}
-
-		boolean idle() {
-			return this.a.equals(this.full) && this.inFlight == 0 && waiting() == 0;
-		}
-
-		long available() {
-			long byRate = (this.a.signum() <= 0) ? 0 : this.a.divide(this.den).longValueExact();
-			if (!this.capped) {
-				return byRate;
-			}
-			return Math.max(0, Math.min(byRate, this.limit - this.inFlight - claimed(this.queue.size())));
-		}
-
-		long deficiency() {
-			if (this.a.signum() >= 0) {
-				return 0;
-			}
-			BigInteger[] qr = this.a.negate().divideAndRemainder(this.den);
-			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
-		}
-
-		@Override
-		public String toString() {
-			StringBuilder s = new StringBuilder();
-			s.append(new java.math.BigDecimal(this.a.multiply(BigInteger.valueOf(SECOND)).divide(this.den), 9)
-				.stripTrailingZeros()
-				.toPlainString());
-			if (this.capped) {
-				s.append(" (").append(this.inFlight).append(" in flight)");
-			}
-			if (!this.queue.isEmpty()) {
-				s.append(" line[");
-				for (Object[] claim : this.queue) {
-					s.append(' ').append((claim[0] != null) ? "#" + ((Call1) claim[0]).id : "charge").append(':').append(claim[1]);
-				}
-				s.append(" ]");
-			}
-			return s.toString();
-		}
-	}
-
 	/** One context's reference and the application under test; runs sequences one after the other. */
-	static final class Model {
+	static final class Model extends SequenceModel<Call1> {
 
 		private final Config config;
-
-		private final AtomicLong clock;
 
 		private final ManualTimer timer;
 
@@ -637,85 +384,37 @@ class AsyncSingleBucketModelTests {
 
 		private final MeterRegistry meters;
 
-		private final Map<String, Long> tally;
+		private final Map<String, ReferenceBucket> refs = new LinkedHashMap<>();
 
-		private final Map<String, RefBucket> refs = new LinkedHashMap<>();
-
-		private final Map<Long, Call1> open = new LinkedHashMap<>();
-
-		private long now;
-
-		private long nextId;
-
-		private final List<Event> expected = new ArrayList<>();
-
-		private final List<Event> actual = Collections.synchronizedList(new ArrayList<>());
-
-		private SplittableRandom random;
-
-		private List<String> trace;
+		/**
+		 * What callers saw. (Calls granted at one instant may run in any order: a release wakes every waiter,
+		 * and each claim covered then runs; first-come first-served shows in the instants.)
+		 */
+		private final ModelEvents<Event> events = new ModelEvents<>(Comparator.comparingLong(Event::time)
+			.thenComparingLong(Event::id)
+			.thenComparing(Event::what), "callers saw");
 
 		Model(Config config, AtomicLong clock, ManualTimer timer, Service service, RateLimiterRegistry registry,
 				MeterRegistry meters, Map<String, Long> tally) {
+			super(config, STEPS, clock, tally);
 			this.config = config;
-			this.clock = clock;
 			this.timer = timer;
 			this.service = service;
 			this.registry = registry;
 			this.meters = meters;
-			this.tally = tally;
-			this.now = clock.get();
 			for (String name : BUCKETS) {
-				this.refs.put(name, new RefBucket(name, config.tenths(name), config.limit(name), Config.capped(name),
-						this.now));
+				this.refs.put(name, new ReferenceBucket(name, config.tenths(name), TENTHS_PERIOD, config.limit(name),
+						Config.capped(name), this.now));
 			}
 			service.listen((id) -> ran(id));
 		}
 
 		private void ran(long id) {
-			this.actual.add(new Event(id, this.clock.get(), "ran", null));
+			this.events.saw(new Event(id, this.clock.get(), "ran", null));
 		}
 
-		void run(long seed) {
-			this.random = new SplittableRandom(seed);
-			this.trace = new ArrayList<>();
-			try {
-				finishPrevious();
-				for (int step = 0; step < STEPS; step++) {
-					step();
-					check();
-				}
-			}
-			catch (AssertionError | RuntimeException ex) {
-				StringBuilder message = new StringBuilder("seed ").append(seed)
-					.append(" (replay with -Dmodel.seed=")
-					.append(seed)
-					.append(")\n  ")
-					.append(this.config)
-					.append('\n');
-				for (String line : this.trace) {
-					message.append("  ").append(line).append('\n');
-				}
-				message.append("  => ").append(ex);
-				throw new AssertionError(message.toString(), ex);
-			}
-		}
-
-		private void finishPrevious() {
-			moveTo(this.now + HOUR, "start: an hour later (waiting calls decided)");
-			check();
-			for (Call1 call : new ArrayList<>(this.open.values())) {
-				complete(call, false);
-				check();
-			}
-			if (!this.open.isEmpty()) {
-				throw new AssertionError("calls still open at the start: " + this.open.values());
-			}
-			moveTo(this.now + DAY, "a day later: every bucket full");
-			check();
-		}
-
-		private void step() {
+		@Override
+		void step() {
 			int op = this.random.nextInt(100);
 			if (op < 5) {
 				// mostly a bucket with callers waiting
@@ -764,7 +463,7 @@ class AsyncSingleBucketModelTests {
 		}
 
 		private void moveClock() {
-			RefBucket any = this.refs.get(BUCKETS[this.random.nextInt(BUCKETS.length)]);
+			ReferenceBucket any = this.refs.get(BUCKETS[this.random.nextInt(BUCKETS.length)]);
 			long delta = switch (this.random.nextInt(14)) {
 				case 0 -> 0;
 				case 1 -> 1 + this.random.nextInt(1000);
@@ -785,7 +484,7 @@ class AsyncSingleBucketModelTests {
 		 * any order, and the first refusal moves the other up: the product wakes its waiters in no set order).
 		 */
 		private void retune(String bucket) {
-			RefBucket ref = ref(bucket);
+			ReferenceBucket ref = ref(bucket);
 			long tenths = this.random.nextBoolean() ? 10 + this.random.nextInt(400) : 400 + this.random.nextInt(20_000);
 			if (ref.waiting() > 1 && refusesAWaiter(ref, tenths)) {
 				tenths = -1; // left alone: two waiters refused at one instant may be decided in any order
@@ -793,8 +492,8 @@ class AsyncSingleBucketModelTests {
 			long limit = 1 + this.random.nextInt(4);
 			if (Config.capped(bucket)) {
 				// a capped claim larger than the limit could never be granted
-				for (Object[] claim : ref.queue) {
-					limit = Math.max(limit, (long) claim[1]);
+				for (ReferenceBucket.Claim claim : ref.queue) {
+					limit = Math.max(limit, claim.tokens());
 				}
 			}
 			int what = this.random.nextInt(3);
@@ -807,7 +506,7 @@ class AsyncSingleBucketModelTests {
 			count("retuned" + (ref.waiting() > 0 ? " with callers waiting" : ""));
 			this.registry.get(bucket).update(newRate, newLimit);
 			if (newRate != null) {
-				ref.updateRate(tenths);
+				ref.updateRate(tenths, TENTHS_PERIOD);
 			}
 			if (newLimit != null) {
 				ref.updateLimit(newLimit);
@@ -821,15 +520,15 @@ class AsyncSingleBucketModelTests {
 		 * Whether a new rate would refuse a waiter of the bucket at once (a slower rate, or the part of a token
 		 * dropped with the old one).
 		 */
-		private boolean refusesAWaiter(RefBucket ref, long tenths) {
+		private boolean refusesAWaiter(ReferenceBucket ref, long tenths) {
 			BigInteger a = ref.a;
 			BigInteger num = ref.num;
 			BigInteger den = ref.den;
 			BigInteger full = ref.full;
 			try {
-				ref.updateRate(tenths);
-				for (Object[] claim : ref.queue) {
-					Call1 call = (Call1) claim[0];
+				ref.updateRate(tenths, TENTHS_PERIOD);
+				for (ReferenceBucket.Claim claim : ref.queue) {
+					Call1 call = (Call1) claim.caller();
 					if (call != null && ref.rateWait(call) > call.start + call.maxWait - this.now) {
 						return true;
 					}
@@ -860,7 +559,8 @@ class AsyncSingleBucketModelTests {
 			return Math.max(0, at - this.now);
 		}
 
-		private void moveTo(long target, String what) {
+		@Override
+		void moveTo(long target, String what) {
 			log("%s", what);
 			this.timer.runUntil(target);
 			decideUntil(target);
@@ -870,8 +570,8 @@ class AsyncSingleBucketModelTests {
 			compareEvents();
 		}
 
-		private RefBucket ref(String bucket) {
-			RefBucket ref = this.refs.get(bucket);
+		private ReferenceBucket ref(String bucket) {
+			ReferenceBucket ref = this.refs.get(bucket);
 			ref.advance(this.now);
 			return ref;
 		}
@@ -982,7 +682,7 @@ class AsyncSingleBucketModelTests {
 			this.timer.runUntil(this.now);
 			decideUntil(this.now);
 			if (method.kind == Kind.BLOCKING && call.state.equals("RUNNING")) {
-				this.expected.add(new Event(id, this.now, "value", "returned"));
+				this.events.expect(new Event(id, this.now, "value", "returned"));
 				release(call); // returned: its capped tokens are back
 				this.timer.runUntil(this.now);
 				decideUntil(this.now);
@@ -1003,20 +703,20 @@ class AsyncSingleBucketModelTests {
 		private void outcome(long id, Object value, Throwable failure) {
 			long at = this.clock.get();
 			if (failure == null) {
-				this.actual.add(new Event(id, at, "value", String.valueOf(value)));
+				this.events.saw(new Event(id, at, "value", String.valueOf(value)));
 			}
 			else if (failure instanceof RateLimitExceededException ex) {
-				this.actual.add(new Event(id, at, "refused", refusal(ex.getBucket(), ex.getCost(),
+				this.events.saw(new Event(id, at, "refused", refusal(ex.getBucket(), ex.getCost(),
 						ex.getRetryAfter().toNanos(), ex.getKey(), ex.getClass().getSimpleName())));
 			}
-			else if (failure instanceof Completion) {
-				this.actual.add(new Event(id, at, "failed", null));
+			else if (failure instanceof ModelCompletion) {
+				this.events.saw(new Event(id, at, "failed", null));
 			}
 			else if (failure instanceof CancellationException) {
-				this.actual.add(new Event(id, at, "cancelled", null));
+				this.events.saw(new Event(id, at, "cancelled", null));
 			}
 			else {
-				this.actual.add(new Event(id, at, "error", failure.toString()));
+				this.events.saw(new Event(id, at, "error", failure.toString()));
 			}
 		}
 
@@ -1036,7 +736,7 @@ class AsyncSingleBucketModelTests {
 		}
 
 		private boolean decidedAtOnce(Call1 call) {
-			RefBucket ref = ref(call.bucket);
+			ReferenceBucket ref = ref(call.bucket);
 			long wait = ref.newWait(call.cost);
 			return wait > call.maxWait || (wait == 0 && (call.cost == 0 || ref.fits(call.cost)));
 		}
@@ -1118,7 +818,7 @@ class AsyncSingleBucketModelTests {
 				call.bucket = route(call.key, true);
 				call.incarnation = this.incarnations.getOrDefault(call.key, 0);
 			}
-			RefBucket ref = ref(call.bucket);
+			ReferenceBucket ref = ref(call.bucket);
 			long wait = ref.newWait(call.cost);
 			if (wait <= call.maxWait && call.maxWait == 0 && call.cost > 0 && !ref.fits(call.cost)) {
 				wait = RELEASE_RETRY; // would wait for releases, and waits for nothing: refused at once
@@ -1128,7 +828,7 @@ class AsyncSingleBucketModelTests {
 				count("refused at the claim");
 				ref.rejected++;
 				call.state = "DONE";
-				this.expected.add(refusedEvent(call, wait));
+				this.events.expect(refusedEvent(call, wait));
 				return;
 			}
 			call.coveredAtClaim = call.cost == 0 || (wait == 0 && ref.fits(call.cost));
@@ -1146,7 +846,7 @@ class AsyncSingleBucketModelTests {
 					if (!call.state.equals("PENDING")) {
 						continue;
 					}
-					RefBucket ref = ref(call.bucket);
+					ReferenceBucket ref = ref(call.bucket);
 					if (ref.rateWait(call) > call.start + call.maxWait - this.now) {
 						// (only after a retune to a slower rate) the tokens come later than the max-wait allows
 						next = call;
@@ -1169,30 +869,30 @@ class AsyncSingleBucketModelTests {
 					throw new IllegalStateException("reference: " + next + " due at " + best + ", now " + this.now);
 				}
 				this.now = best;
-				RefBucket ref = ref(next.bucket);
+				ReferenceBucket ref = ref(next.bucket);
 				if (grant) {
 					long waited = this.now - next.start;
 					count((waited > 0) ? "granted after waiting" : "granted at once");
 					ref.grant(next, next.coveredAtClaim ? 0 : waited);
 					next.state = "RUNNING";
-					this.expected.add(new Event(next.id, this.now, "ran", null));
+					this.events.expect(new Event(next.id, this.now, "ran", null));
 					if (next.body.equals("throws")) {
 						count("its body threw");
 						completed(next, null, true);
 						release(next);
-						this.expected.add(new Event(next.id, this.now, "failed", null));
+						this.events.expect(new Event(next.id, this.now, "failed", null));
 					}
 					else if (next.body.equals("returns done")) {
 						count("its body returned a completed value");
 						completed(next, "done at once", false);
 						release(next);
-						this.expected.add(new Event(next.id, this.now, "value", "done at once"));
+						this.events.expect(new Event(next.id, this.now, "value", "done at once"));
 					}
 					else if (next.body.equals("returns null")) {
 						count("its body returned null");
 						completed(next, null, false);
 						release(next);
-						this.expected.add(new Event(next.id, this.now, "value",
+						this.events.expect(new Event(next.id, this.now, "value",
 								(next.method.kind == Kind.MONO) ? EMPTY : "null"));
 					}
 				}
@@ -1204,11 +904,11 @@ class AsyncSingleBucketModelTests {
 					ref.rejected++;
 					next.state = "DONE";
 					this.open.remove(next.id);
-					this.expected.add(refusedEvent(next, late ? rateWait : Math.max(next.maxWait, RELEASE_RETRY)));
+					this.events.expect(refusedEvent(next, late ? rateWait : Math.max(next.maxWait, RELEASE_RETRY)));
 				}
 			}
 			this.now = Math.max(this.now, until);
-			for (RefBucket ref : this.refs.values()) {
+			for (ReferenceBucket ref : this.refs.values()) {
 				ref.advance(this.now);
 			}
 		}
@@ -1222,7 +922,7 @@ class AsyncSingleBucketModelTests {
 			if (call.method.completes == null || call.method.completes.equals("fallback")) {
 				return;
 			}
-			RefBucket ref = ref(call.bucket);
+			ReferenceBucket ref = ref(call.bucket);
 			String waiters = (ref.waiting() > 0) ? " with callers waiting" : "";
 			switch (call.method.completes) {
 				case "refund" -> {
@@ -1255,7 +955,8 @@ class AsyncSingleBucketModelTests {
 		}
 
 		/** A running call completes: the completion attributes, then the capped release. */
-		private void complete(Call1 call, boolean failing) {
+		@Override
+		void complete(Call1 call, boolean failing) {
 			Object value;
 			if (call.method.kind == Kind.MONO && this.random.nextInt(5) == 0) {
 				value = null; // completes empty
@@ -1272,7 +973,7 @@ class AsyncSingleBucketModelTests {
 			log("complete %s %s", call, failing ? "with an exception" : "with " + value);
 			completed(call, value, failing);
 			release(call);
-			this.expected.add(new Event(call.id, this.now, failing ? "failed" : "value",
+			this.events.expect(new Event(call.id, this.now, failing ? "failed" : "value",
 					failing ? null : (value != null) ? String.valueOf(value) : EMPTY));
 			if (call.method.kind == Kind.CF) {
 				CompletableFuture<Object> inner = this.service.futures().remove(call.id);
@@ -1280,7 +981,7 @@ class AsyncSingleBucketModelTests {
 					throw new AssertionError(call + " is running in the reference, but its method never ran");
 				}
 				if (failing) {
-					inner.completeExceptionally(new Completion());
+					inner.completeExceptionally(new ModelCompletion());
 				}
 				else {
 					inner.complete(value);
@@ -1291,7 +992,7 @@ class AsyncSingleBucketModelTests {
 				if (inner == null) {
 					throw new AssertionError(call + " is running in the reference, but its method never ran");
 				}
-				Sinks.EmitResult emitted = failing ? inner.tryEmitError(new Completion())
+				Sinks.EmitResult emitted = failing ? inner.tryEmitError(new ModelCompletion())
 						: (value != null) ? inner.tryEmitValue(value) : inner.tryEmitEmpty();
 				if (emitted.isFailure()) {
 					throw new AssertionError(call + ": could not complete its Mono: " + emitted);
@@ -1326,7 +1027,7 @@ class AsyncSingleBucketModelTests {
 		/** The caller gives up: the future cancelled, the subscription disposed. */
 		private void cancel(Call1 call) {
 			log("cancel %s (%s)", call, call.state.equals("PENDING") ? "waiting" : "running");
-			RefBucket ref = ref(call.bucket);
+			ReferenceBucket ref = ref(call.bucket);
 			if (call.state.equals("PENDING")) {
 				count("cancelled while waiting");
 				ref.giveBack(call);
@@ -1343,7 +1044,7 @@ class AsyncSingleBucketModelTests {
 				release(call);
 			}
 			if (call.method.kind == Kind.CF) {
-				this.expected.add(new Event(call.id, this.now, "cancelled", null));
+				this.events.expect(new Event(call.id, this.now, "cancelled", null));
 				call.result.cancel(false);
 				this.service.futures().remove(call.id);
 			}
@@ -1357,7 +1058,7 @@ class AsyncSingleBucketModelTests {
 		}
 
 		private void release(Call1 call) {
-			RefBucket ref = ref(call.bucket);
+			ReferenceBucket ref = ref(call.bucket);
 			if (ref.capped) {
 				ref.inFlight -= call.cost;
 			}
@@ -1366,40 +1067,19 @@ class AsyncSingleBucketModelTests {
 		}
 
 		private void compareEvents() {
-			List<Event> actual;
-			synchronized (this.actual) {
-				actual = new ArrayList<>(this.actual);
-				this.actual.clear();
-			}
-			// (calls granted at one instant may run in any order: a release wakes every waiter, and each claim
-			// covered then runs; first-come first-served shows in the instants, compared below)
-			Comparator<Event> order = Comparator.comparingLong(Event::time)
-				.thenComparingLong(Event::id)
-				.thenComparing(Event::what);
-			actual.sort(order);
-			List<Event> expected = new ArrayList<>(this.expected);
-			this.expected.clear();
-			expected.sort(order);
-			for (Event event : expected) {
-				log("  reference: %s", event);
-			}
-			if (!actual.equals(expected)) {
-				for (Event event : actual) {
-					log("  application: %s", event);
-				}
-				throw new AssertionError("callers saw: application " + actual + ", reference " + expected);
-			}
+			this.events.compare(this.trace);
 		}
 
-		private void check() {
-			StringBuilder state = new StringBuilder("    [reference:");
-			for (String name : BUCKETS) {
-				state.append(' ').append(name).append('=').append(ref(name));
+		@Override
+		void check() {
+			String[] states = new String[BUCKETS.length];
+			for (int i = 0; i < BUCKETS.length; i++) {
+				states[i] = ref(BUCKETS[i]).toString();
 			}
-			this.trace.add(state.append(']').toString());
+			this.trace.reference(BUCKETS, states);
 			Map<String, long[]> counts = new HashMap<>();
 			for (String name : BUCKETS) {
-				RefBucket ref = ref(name);
+				ReferenceBucket ref = ref(name);
 				RateLimiter limiter;
 				if (name.equals("keyed/overflow")) {
 					limiter = this.registry.get("keyed").keyed().bucketOf("(a key never used)");
@@ -1455,28 +1135,9 @@ class AsyncSingleBucketModelTests {
 				.count());
 		}
 
-		private void count(String what) {
-			this.tally.merge(what, 1L, Long::sum);
-		}
-
+		/** (Formatted now: a call's bucket changes after it is logged, when its claim routes its key.) */
 		private void log(String format, Object... args) {
-			this.trace.add("t=" + this.clock.get() + " " + String.format(format, args));
-		}
-
-		private static void equal(String what, Object actual, Object expected) {
-			if (!Objects.equals(actual, expected)) {
-				throw new AssertionError(what + ": application " + actual + ", reference " + expected);
-			}
-		}
-	}
-
-	/** The exception a call's own future or {@code Mono} fails with when the test fails it. */
-	static final class Completion extends RuntimeException {
-
-		private static final long serialVersionUID = 1L;
-
-		Completion() {
-			super("completed exceptionally by the test", null, false, false);
+			this.trace.log("%s", String.format(format, args));
 		}
 	}
 
@@ -1525,7 +1186,7 @@ class AsyncSingleBucketModelTests {
 			String body = this.bodies.remove(id);
 			if (body != null) {
 				if (body.equals("throws")) {
-					throw new Completion();
+					throw new ModelCompletion();
 				}
 				return body.equals("returns done") ? CompletableFuture.completedFuture("done at once") : null;
 			}
@@ -1539,7 +1200,7 @@ class AsyncSingleBucketModelTests {
 			String body = this.bodies.remove(id);
 			if (body != null) {
 				if (body.equals("throws")) {
-					throw new Completion();
+					throw new ModelCompletion();
 				}
 				return body.equals("returns done") ? Mono.just("done at once") : null;
 			}

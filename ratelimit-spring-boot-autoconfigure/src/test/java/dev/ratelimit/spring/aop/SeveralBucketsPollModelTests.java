@@ -1,13 +1,10 @@
 package dev.ratelimit.spring.aop;
 
-import java.math.BigInteger;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.Comparator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
@@ -26,29 +23,21 @@ import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.BucketBackend;
 import dev.ratelimit.spring.BucketDefinition;
 import dev.ratelimit.spring.BucketStats;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.ModelSeeds;
-import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import org.junit.jupiter.api.Test;
 
-import org.springframework.boot.autoconfigure.AutoConfigurations;
-import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
-import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
-import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
-import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
 /**
  * Calls guarded by several buckets that wait, and are granted or refused <em>after</em> their claim (at a
- * poll), checked step by step against an exact reference written for the test, in seeded random
- * sequences of calls, completions (capped releases) and moves of a fake clock.
+ * poll), checked step by step against an exact reference written for the tests ({@link ReferenceBucket}),
+ * in seeded random sequences of calls, completions (capped releases) and moves of a fake clock.
  *
  * <p>Buckets (claim order is by name): {@code cap1} and {@code cap2} (shared, capped release, max-wait
  * a few milliseconds, so that calls wait for releases and may time out), {@code plain} (shared, uncapped,
@@ -134,8 +123,6 @@ class SeveralBucketsPollModelTests {
 
 	private static final long HOUR = TimeUnit.HOURS.toNanos(1);
 
-	private static final long DAY = TimeUnit.DAYS.toNanos(1);
-
 	/** Method d's {@code maxWait} on {@code cap2}. */
 	private static final long D_CAP2_WAIT = 2_345_679L;
 
@@ -181,19 +168,11 @@ class SeveralBucketsPollModelTests {
 			AtomicLong clock = new AtomicLong(SECOND);
 			ManualTimer timer = new ManualTimer(clock);
 			ScriptedRemote remote = new ScriptedRemote(clock);
-			new ApplicationContextRunner()
-				.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
-						CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
-						RateLimitAutoConfiguration.class, RateLimitMetricsAutoConfiguration.class))
-				.withUserConfiguration(ServiceConfiguration.class)
-				.withBean(RateLimitClock.class, () -> clock::get)
-				.withBean(RateLimitExecutors.class, () -> new RateLimitExecutors(timer, Runnable::run))
+			ModelContext.runner(clock, timer, ServiceConfiguration.class)
 				.withBean(BucketBackend.class, () -> remote)
 				.withPropertyValues(config.properties())
 				.run((context) -> {
-					if (context.getStartupFailure() != null) {
-						throw new AssertionError("context did not start", context.getStartupFailure());
-					}
+					ModelContext.started(context);
 					Service service = context.getBean(Service.class);
 					Model model = new Model(config, clock, timer, remote, service, context.getBean(RateLimiterRegistry.class),
 							context.getBean(MeterRegistry.class), tally);
@@ -373,7 +352,7 @@ class SeveralBucketsPollModelTests {
 	}
 
 	/** One call, as the reference sees it. */
-	static final class Call1 {
+	static final class Call1 implements ReferenceBucket.Caller {
 
 		final long id;
 
@@ -391,6 +370,11 @@ class SeveralBucketsPollModelTests {
 			this.method = method;
 			this.parts = parts;
 			this.start = start;
+		}
+
+		@Override
+		public long id() {
+			return this.id;
 		}
 
 		@Override
@@ -416,220 +400,34 @@ class SeveralBucketsPollModelTests {
 	}
 
 	/**
-	 * The exact bucket: level {@code a / den} tokens (negative when owed), the claims of waiting calls in
-	 * order, and (capped) the tokens in flight; its counts as the meters should show them.
+	 * The exact bucket ({@link ReferenceBucket}) with what a shadow bucket counts besides: the tokens it takes
+	 * without waiting, its shadow-rejected count, and the counts its meters showed (a meter never goes down:
+	 * a count taken back shows the highest it showed until the count passes it).
 	 */
-	static final class RefBucket {
-
-		final String name;
-
-		final BigInteger num;
-
-		final BigInteger den;
-
-		final BigInteger full;
-
-		final long limit;
-
-		final boolean capped;
-
-		BigInteger a;
-
-		long time;
-
-		long inFlight;
-
-		/** Claims of calls not yet granted nor refused, in claim order: (call, cost). */
-		final List<Object[]> queue = new ArrayList<>();
-
-		long granted;
+	static final class RefBucket extends ReferenceBucket {
 
 		long shownGranted;
-
-		long rejected;
 
 		long shadowRejected;
 
 		long shownShadowRejected;
 
-		long waits;
-
-		long waited;
-
 		RefBucket(String name, long perSecond, long limit, boolean capped, long now) {
-			this.name = name;
-			BigInteger r = BigInteger.valueOf(perSecond);
-			BigInteger p = BigInteger.valueOf(SECOND);
-			BigInteger g = r.gcd(p);
-			this.num = r.divide(g);
-			this.den = p.divide(g);
-			this.limit = limit;
-			this.full = BigInteger.valueOf(limit).multiply(this.den);
-			this.capped = capped;
-			this.a = this.full;
-			this.time = now;
-		}
-
-		void advance(long now) {
-			if (now > this.time) {
-				this.a = this.a.add(this.num.multiply(BigInteger.valueOf(now - this.time))).min(this.full);
-				this.time = now;
-			}
-		}
-
-		BigInteger scaled(long n) {
-			return BigInteger.valueOf(n).multiply(this.den);
-		}
-
-		long ceilDiv(BigInteger missing) {
-			BigInteger[] qr = missing.divideAndRemainder(this.num);
-			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
-		}
-
-		/** The wait by time of a new claim of {@code n} at the end of the line. */
-		long newWait(long n) {
-			if (n == 0) {
-				return 0;
-			}
-			BigInteger missing = scaled(n).subtract(this.a);
-			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
-		}
-
-		private int indexOf(Call1 call) {
-			for (int i = 0; i < this.queue.size(); i++) {
-				if (this.queue.get(i)[0] == call) {
-					return i;
-				}
-			}
-			throw new IllegalStateException(call + " has no claim on " + this.name);
-		}
-
-		/** The wait by time of a call's claim in line. */
-		long rateWait(Call1 call) {
-			int at = indexOf(call);
-			if ((long) this.queue.get(at)[1] == 0) {
-				return 0;
-			}
-			long behind = 0;
-			for (int i = at + 1; i < this.queue.size(); i++) {
-				behind += (long) this.queue.get(i)[1];
-			}
-			BigInteger missing = this.a.add(scaled(behind)).negate();
-			return (missing.signum() <= 0) ? 0 : ceilDiv(missing);
-		}
-
-		/** Whether a call's claim is within the limit (capped: in flight plus claimed up to it). */
-		boolean withinCeiling(Call1 call) {
-			int at = indexOf(call);
-			if (!this.capped || (long) this.queue.get(at)[1] == 0) {
-				return true;
-			}
-			long ahead = this.inFlight;
-			for (int i = 0; i <= at; i++) {
-				ahead += (long) this.queue.get(i)[1];
-			}
-			return ahead <= this.limit;
-		}
-
-		void claim(Call1 call, long n) {
-			this.a = this.a.subtract(scaled(n));
-			this.queue.add(new Object[] { call, n });
-		}
-
-		/** The claim is given back: the level goes back up (never above the limit), those behind move up. */
-		void giveBack(Call1 call) {
-			int at = indexOf(call);
-			long n = (long) this.queue.remove(at)[1];
-			this.a = this.a.add(scaled(n)).min(this.full);
-		}
-
-		void grant(Call1 call, long waited) {
-			int at = indexOf(call);
-			long n = (long) this.queue.remove(at)[1];
-			if (this.capped) {
-				this.inFlight += n;
-			}
-			this.granted++;
-			if (waited > 0) {
-				this.waits++;
-				this.waited += waited;
-			}
+			super(name, perSecond, SECOND, limit, capped, now);
 		}
 
 		/** Shadow: takes the tokens (into debt when it would wait). */
 		void take(long n) {
 			this.a = this.a.subtract(scaled(n));
 		}
-
-		void refund(long n) {
-			this.a = this.a.add(scaled(n)).min(this.full);
-		}
-
-		long available() {
-			long byRate = (this.a.signum() <= 0) ? 0 : this.a.divide(this.den).longValueExact();
-			if (!this.capped) {
-				return byRate;
-			}
-			long claimed = 0;
-			for (Object[] claim : this.queue) {
-				claimed += (long) claim[1];
-			}
-			return Math.max(0, Math.min(byRate, this.limit - this.inFlight - claimed));
-		}
-
-		long deficiency() {
-			if (this.a.signum() >= 0) {
-				return 0;
-			}
-			BigInteger[] qr = this.a.negate().divideAndRemainder(this.den);
-			return (qr[1].signum() == 0 ? qr[0] : qr[0].add(BigInteger.ONE)).longValueExact();
-		}
-
-		@Override
-		public String toString() {
-			return render(this.a, this.inFlight, this.queue);
-		}
-
-		/** The state now, rendered when asked (for the trace). */
-		Object frozen() {
-			BigInteger level = this.a;
-			long flying = this.inFlight;
-			List<Object[]> line = this.queue.isEmpty() ? List.of() : List.copyOf(this.queue);
-			return new Object() {
-				@Override
-				public String toString() {
-					return render(level, flying, line);
-				}
-			};
-		}
-
-		private String render(BigInteger level, long flying, List<Object[]> line) {
-			StringBuilder s = new StringBuilder();
-			s.append(new java.math.BigDecimal(level.multiply(BigInteger.valueOf(SECOND).divide(this.den)), 9)
-				.stripTrailingZeros()
-				.toPlainString());
-			if (this.capped) {
-				s.append(" (").append(flying).append(" in flight)");
-			}
-			if (!line.isEmpty()) {
-				s.append(" line[");
-				for (Object[] claim : line) {
-					s.append(' ').append('#').append(((Call1) claim[0]).id).append(':').append(claim[1]);
-				}
-				s.append(" ]");
-			}
-			return s.toString();
-		}
 	}
 
 	/**
 	 * One context's reference and the application under test; runs sequences one after the other.
 	 */
-	static final class Model {
+	static final class Model extends SequenceModel<Call1> {
 
 		private final Config config;
-
-		private final AtomicLong clock;
 
 		private final ManualTimer timer;
 
@@ -641,92 +439,32 @@ class SeveralBucketsPollModelTests {
 
 		private final MeterRegistry meters;
 
-		private final Map<String, Long> tally;
-
 		private final Map<String, Object> meterCache = new java.util.HashMap<>();
 
 		private final Map<String, RefBucket> refs = new LinkedHashMap<>();
 
-		/** Calls waiting or running, by id. */
-		private final Map<Long, Call1> open = new LinkedHashMap<>();
-
-		/** The reference's time (the clock may not move backwards). */
-		private long now;
-
-		private long nextId;
-
-		private final List<Event> expected = new ArrayList<>();
-
-		/** What the application did: methods that ran, futures that failed. */
-		private final List<Event> actual = Collections.synchronizedList(new ArrayList<>());
-
-		private SplittableRandom random;
-
-		/** The sequence's steps, rendered only when it fails. */
-		private List<Line> trace;
-
-		private long seed;
+		/** The calls decided: what the application did (methods that ran, futures that failed), and the reference. */
+		private final ModelEvents<Event> events = new ModelEvents<>(
+				Comparator.comparingLong(Event::time).thenComparingLong(Event::id), "calls decided");
 
 		Model(Config config, AtomicLong clock, ManualTimer timer, ScriptedRemote remote, Service service,
 				RateLimiterRegistry registry, MeterRegistry meters, Map<String, Long> tally) {
+			super(config, STEPS, clock, tally);
 			this.remote = remote;
 			this.config = config;
-			this.clock = clock;
 			this.timer = timer;
 			this.service = service;
 			this.registry = registry;
 			this.meters = meters;
-			this.tally = tally;
-			this.now = clock.get();
 			for (String name : BUCKETS) {
 				this.refs.put(name, new RefBucket(name, config.rate(name), config.limit(name), Config.capped(name),
 						this.now));
 			}
-			service.listen((id) -> this.actual.add(Event.granted(id, this.clock.get())));
+			service.listen((id) -> this.events.saw(Event.granted(id, this.clock.get())));
 		}
 
-		void run(long seed) {
-			this.seed = seed;
-			this.random = new SplittableRandom(seed);
-			this.trace = new ArrayList<>();
-			try {
-				finishPrevious();
-				for (int step = 0; step < STEPS; step++) {
-					step();
-					check();
-				}
-			}
-			catch (AssertionError | RuntimeException ex) {
-				StringBuilder message = new StringBuilder("seed ").append(seed)
-					.append(" (replay with -Dmodel.seed=")
-					.append(seed)
-					.append(")\n  ")
-					.append(this.config)
-					.append('\n');
-				for (Line line : this.trace) {
-					message.append("  ").append(line).append('\n');
-				}
-				message.append("  => ").append(ex);
-				throw new AssertionError(message.toString(), ex);
-			}
-		}
-
-		/** What the previous sequence left: waiting calls decided, open ones completed; then a day later. */
-		private void finishPrevious() {
-			moveTo(this.now + HOUR, "start: an hour later (waiting calls decided)");
-			check();
-			for (Call1 call : new ArrayList<>(this.open.values())) {
-				complete(call, false);
-				check();
-			}
-			if (!this.open.isEmpty()) {
-				throw new AssertionError("calls still open at the start: " + this.open.values());
-			}
-			moveTo(this.now + DAY, "a day later: every bucket full");
-			check();
-		}
-
-		private void step() {
+		@Override
+		void step() {
 			int op = this.random.nextInt(100);
 			if (op < 20) {
 				moveClock();
@@ -799,7 +537,8 @@ class SeveralBucketsPollModelTests {
 		}
 
 		/** The clock moves: the application's polls run, the reference decides what falls due. */
-		private void moveTo(long target, String what) {
+		@Override
+		void moveTo(long target, String what) {
 			long from = this.now;
 			log("%s", what);
 			this.timer.runUntil(target);
@@ -888,10 +627,10 @@ class SeveralBucketsPollModelTests {
 					Throwable cause = (failure instanceof CompletionException && failure.getCause() != null)
 							? failure.getCause() : failure;
 					if (cause instanceof RateLimitExceededException ex) {
-						this.actual.add(refused(id, ex));
+						this.events.saw(refused(id, ex));
 					}
-					else if (cause != null && !(cause instanceof Completion)) {
-						this.actual.add(new Event(id, this.clock.get(), false, null, 0, 0, null, cause.toString()));
+					else if (cause != null && !(cause instanceof ModelCompletion)) {
+						this.events.saw(new Event(id, this.clock.get(), false, null, 0, 0, null, cause.toString()));
 					}
 				});
 			}
@@ -905,7 +644,7 @@ class SeveralBucketsPollModelTests {
 					}
 				}
 				catch (RateLimitExceededException ex) {
-					this.actual.add(refused(id, ex));
+					this.events.saw(refused(id, ex));
 				}
 			}
 			this.timer.runUntil(this.now);
@@ -977,19 +716,10 @@ class SeveralBucketsPollModelTests {
 				}
 				covered &= wait == 0;
 				if (ref.capped && part.cost > 0) {
-					covered &= fitsUnderCeiling(ref, part.cost);
+					covered &= ref.fits(part.cost);
 				}
 			}
 			return covered;
-		}
-
-		/** Capped: whether a new claim of {@code n} is within the limit (in flight and claimed included). */
-		private static boolean fitsUnderCeiling(RefBucket ref, long n) {
-			long claimed = ref.inFlight + n;
-			for (Object[] claim : ref.queue) {
-				claimed += (long) claim[1];
-			}
-			return claimed <= ref.limit;
 		}
 
 		private RefBucket ref(String bucket) {
@@ -1019,7 +749,7 @@ class SeveralBucketsPollModelTests {
 					RefBucket ref = ref(part.bucket);
 					long wait = ref.newWait(part.cost);
 					if (wait <= part.maxWait && part.maxWait == 0 && ref.capped && part.cost > 0
-							&& !fitsUnderCeiling(ref, part.cost)) {
+							&& !ref.fits(part.cost)) {
 						wait = RELEASE_RETRY; // would wait for releases, and waits for nothing: refuses at once
 						count("capped with max-wait 0 refuses for releases at the claim");
 					}
@@ -1042,7 +772,7 @@ class SeveralBucketsPollModelTests {
 					count("refused at the claim, a remote answer among the refusing");
 				}
 				ref(named.bucket).rejected++;
-				this.expected.add(new Event(call.id, this.now, false, named.bucket, named.cost, longest, refusing,
+				this.events.expect(new Event(call.id, this.now, false, named.bucket, named.cost, longest, refusing,
 						(refusing.size() > 1) ? "SeveralBucketsExceeded" : "RateLimitExceededException"));
 				call.state = "DONE";
 				return;
@@ -1051,7 +781,7 @@ class SeveralBucketsPollModelTests {
 				RefBucket ref = ref(part.bucket);
 				if (!Config.shadow(part.bucket) && !Config.remote(part.bucket)) {
 					part.coveredAtClaim = part.cost == 0
-							|| (ref.newWait(part.cost) == 0 && (!ref.capped || fitsUnderCeiling(ref, part.cost)));
+							|| (ref.newWait(part.cost) == 0 && ref.fits(part.cost));
 					ref.claim(call, part.cost);
 				}
 			}
@@ -1165,7 +895,7 @@ class SeveralBucketsPollModelTests {
 				// (the blocking call's release is the caller's: see call)
 				call.state = "RUNNING";
 			}
-			this.expected.add(Event.granted(call.id, this.now));
+			this.events.expect(Event.granted(call.id, this.now));
 		}
 
 		private void refuseAtPoll(Call1 call) {
@@ -1222,19 +952,20 @@ class SeveralBucketsPollModelTests {
 			ref(named.bucket).rejected++;
 			call.state = "DONE";
 			this.open.remove(call.id);
-			this.expected.add(new Event(call.id, this.now, false, named.bucket, named.cost, longest, refusing,
+			this.events.expect(new Event(call.id, this.now, false, named.bucket, named.cost, longest, refusing,
 					(refusing.size() > 1) ? "SeveralBucketsExceeded" : "RateLimitExceededException"));
 		}
 
 		/** An open call completes: its capped tokens are released; waiting calls may be covered now. */
-		private void complete(Call1 call, boolean failing) {
+		@Override
+		void complete(Call1 call, boolean failing) {
 			log("complete #%d%s", call.id, failing ? " with an exception" : "");
 			CompletableFuture<Object> inner = this.service.openFutures().remove(call.id);
 			if (inner == null) {
 				throw new AssertionError("#" + call.id + " is open in the reference, but its method never ran");
 			}
 			if (failing) {
-				inner.completeExceptionally(new Completion());
+				inner.completeExceptionally(new ModelCompletion());
 			}
 			else {
 				inner.complete("done");
@@ -1256,33 +987,16 @@ class SeveralBucketsPollModelTests {
 		}
 
 		private void compareEvents() {
-			List<Event> actual;
-			synchronized (this.actual) {
-				actual = new ArrayList<>(this.actual);
-				this.actual.clear();
-			}
-			Comparator<Event> order = Comparator.comparingLong(Event::time).thenComparingLong(Event::id);
-			actual.sort(order);
-			List<Event> expected = new ArrayList<>(this.expected);
-			this.expected.clear();
-			expected.sort(order);
-			for (Event event : expected) {
-				log("  reference: %s", event);
-			}
-			if (!actual.equals(expected)) {
-				for (Event event : actual) {
-					log("  application: %s", event);
-				}
-				throw new AssertionError("calls decided: application " + actual + ", reference " + expected);
-			}
+			this.events.compare(this.trace);
 		}
 
-		private void check() {
+		@Override
+		void check() {
 			Object[] state = new Object[BUCKETS.length];
 			for (int i = 0; i < BUCKETS.length; i++) {
 				state[i] = ref(BUCKETS[i]).frozen();
 			}
-			this.trace.get(this.trace.size() - 1).after = state;
+			this.trace.referenceAfter(BUCKETS, state);
 			for (String name : BUCKETS) {
 				RefBucket ref = ref(name);
 				RegisteredBucket bucket = this.registry.get(name);
@@ -1323,59 +1037,8 @@ class SeveralBucketsPollModelTests {
 							: this.meters.get("ratelimit.calls").tags("bucket", bucket, "outcome", what).functionCounter());
 		}
 
-		private void count(String what) {
-			this.tally.merge(what, 1L, Long::sum);
-		}
-
 		private void log(String format, Object... args) {
-			this.trace.add(new Line(this.clock.get(), format, args));
-		}
-
-		private static void equal(String what, Object actual, Object expected) {
-			if (!Objects.equals(actual, expected)) {
-				throw new AssertionError(what + ": application " + actual + ", reference " + expected);
-			}
-		}
-	}
-
-	/** A line of a sequence's trace, and the reference's buckets after it (when checked then). */
-	static final class Line {
-
-		final long time;
-
-		final String format;
-
-		final Object[] args;
-
-		Object[] after;
-
-		Line(long time, String format, Object[] args) {
-			this.time = time;
-			this.format = format;
-			this.args = args;
-		}
-
-		@Override
-		public String toString() {
-			StringBuilder line = new StringBuilder("t=").append(this.time).append(' ').append(String.format(this.format, this.args));
-			if (this.after != null) {
-				line.append("    [reference after:");
-				for (int i = 0; i < BUCKETS.length; i++) {
-					line.append(' ').append(BUCKETS[i]).append('=').append(this.after[i]);
-				}
-				line.append(']');
-			}
-			return line.toString();
-		}
-	}
-
-	/** The exception a call's own future completes with when the test fails it. */
-	static final class Completion extends RuntimeException {
-
-		private static final long serialVersionUID = 1L;
-
-		Completion() {
-			super("completed exceptionally by the test", null, false, false);
+			this.trace.log(format, args);
 		}
 	}
 
