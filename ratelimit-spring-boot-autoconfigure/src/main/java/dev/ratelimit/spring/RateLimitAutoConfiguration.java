@@ -9,6 +9,7 @@ import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.aop.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
 import dev.ratelimit.spring.aop.GrantObserver;
+import dev.ratelimit.spring.web.ActuatorPaths;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
 import dev.ratelimit.spring.web.RateLimitFilter;
 import dev.ratelimit.spring.web.RateLimitWebFilter;
@@ -149,11 +150,6 @@ public final class RateLimitAutoConfiguration {
 		}
 	}
 
-	/** The actuator's base path, never limited by web rules. */
-	static String actuatorPath(Environment environment) {
-		return environment.getProperty("management.endpoints.web.base-path", "/actuator");
-	}
-
 	/**
 	 * After Spring Security's filter chain ({@code spring.security.filter.order}, -100 by default), so
 	 * that {@code principal} keys resolve.
@@ -190,10 +186,10 @@ public final class RateLimitAutoConfiguration {
 
 		@Bean
 		FilterRegistrationBean<RateLimitFilter> rateLimitFilter(WebRules rules, RateLimitProperties properties,
-				Environment environment) {
+				Environment environment, ListableBeanFactory beans) {
 			RateLimitProperties.Web web = properties.getWeb();
-			FilterRegistrationBean<RateLimitFilter> registration = new FilterRegistrationBean<>(
-					new RateLimitFilter(rules, web.getHeaders(), web.isExposeKey(), actuatorPath(environment)));
+			FilterRegistrationBean<RateLimitFilter> registration = new FilterRegistrationBean<>(new RateLimitFilter(
+					rules, web.getHeaders(), web.isExposeKey(), ActuatorPaths.of(environment, beans, true)));
 			registration.setOrder(ruleFilterOrder(environment));
 			registration.setAsyncSupported(true);
 			registration.setEnabled(!rules.isEmpty());
@@ -231,10 +227,11 @@ public final class RateLimitAutoConfiguration {
 		}
 
 		@Bean
-		RateLimitWebFilter rateLimitWebFilter(WebRules rules, RateLimitProperties properties, Environment environment) {
+		RateLimitWebFilter rateLimitWebFilter(WebRules rules, RateLimitProperties properties, Environment environment,
+				ListableBeanFactory beans) {
 			RateLimitProperties.Web web = properties.getWeb();
-			return new RateLimitWebFilter(rules, web.getHeaders(), web.isExposeKey(), actuatorPath(environment),
-					ruleFilterOrder(environment));
+			return new RateLimitWebFilter(rules, web.getHeaders(), web.isExposeKey(),
+					ActuatorPaths.of(environment, beans, false), ruleFilterOrder(environment));
 		}
 	}
 }

@@ -36,7 +36,7 @@ public class RateLimitFilter extends OncePerRequestFilter {
 
 	private final boolean exposeKey;
 
-	private final String actuatorPath;
+	private final ActuatorPaths actuatorPaths;
 
 	/**
 	 * Creates the filter.
@@ -47,11 +47,22 @@ public class RateLimitFilter extends OncePerRequestFilter {
 	 * @param actuatorPath the actuator's base path, never limited (e.g. {@code /actuator})
 	 */
 	public RateLimitFilter(WebRules rules, WebHeaders headers, boolean exposeKey, String actuatorPath) {
+		this(rules, headers, exposeKey, ActuatorPaths.of(actuatorPath));
+	}
+
+	/**
+	 * Creates the filter.
+	 *
+	 * @param rules the compiled rules
+	 * @param headers {@code ratelimit.web.headers}
+	 * @param exposeKey {@code ratelimit.web.expose-key}
+	 * @param actuatorPaths the actuator's paths, never limited
+	 */
+	public RateLimitFilter(WebRules rules, WebHeaders headers, boolean exposeKey, ActuatorPaths actuatorPaths) {
 		this.rules = rules;
 		this.headers = headers;
 		this.exposeKey = exposeKey;
-		this.actuatorPath = actuatorPath.endsWith("/") ? actuatorPath.substring(0, actuatorPath.length() - 1)
-				: actuatorPath;
+		this.actuatorPaths = actuatorPaths;
 	}
 
 	@Override
@@ -105,8 +116,7 @@ public class RateLimitFilter extends OncePerRequestFilter {
 	}
 
 	private boolean isActuator(String path) {
-		return !this.actuatorPath.isEmpty() && (path.equals(this.actuatorPath)
-				|| path.startsWith(this.actuatorPath + "/"));
+		return this.actuatorPaths.covers(path);
 	}
 
 	private void refuse(HttpServletRequest request, HttpServletResponse response, RateLimitExceededException ex,

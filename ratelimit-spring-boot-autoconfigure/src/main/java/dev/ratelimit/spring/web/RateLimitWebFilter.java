@@ -38,7 +38,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 
 	private final boolean exposeKey;
 
-	private final String actuatorPath;
+	private final ActuatorPaths actuatorPaths;
 
 	private final int order;
 
@@ -52,11 +52,24 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 	 * @param order the filter's order
 	 */
 	public RateLimitWebFilter(WebRules rules, WebHeaders headers, boolean exposeKey, String actuatorPath, int order) {
+		this(rules, headers, exposeKey, ActuatorPaths.of(actuatorPath), order);
+	}
+
+	/**
+	 * Creates the filter.
+	 *
+	 * @param rules the compiled rules
+	 * @param headers {@code ratelimit.web.headers}
+	 * @param exposeKey {@code ratelimit.web.expose-key}
+	 * @param actuatorPaths the actuator's paths, never limited
+	 * @param order the filter's order
+	 */
+	public RateLimitWebFilter(WebRules rules, WebHeaders headers, boolean exposeKey, ActuatorPaths actuatorPaths,
+			int order) {
 		this.rules = rules;
 		this.headers = headers;
 		this.exposeKey = exposeKey;
-		this.actuatorPath = actuatorPath.endsWith("/") ? actuatorPath.substring(0, actuatorPath.length() - 1)
-				: actuatorPath;
+		this.actuatorPaths = actuatorPaths;
 		this.order = order;
 	}
 
@@ -69,8 +82,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 	public Mono<Void> filter(ServerWebExchange exchange, WebFilterChain chain) {
 		ServerHttpRequest request = exchange.getRequest();
 		String path = request.getPath().pathWithinApplication().value();
-		if (!this.actuatorPath.isEmpty()
-				&& (path.equals(this.actuatorPath) || path.startsWith(this.actuatorPath + "/"))) {
+		if (this.actuatorPaths.covers(path)) {
 			return chain.filter(exchange);
 		}
 		long mask = this.rules.match(request.getMethod().name(), PathContainer.parsePath(path));
