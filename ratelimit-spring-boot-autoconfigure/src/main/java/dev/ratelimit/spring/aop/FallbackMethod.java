@@ -12,6 +12,7 @@ import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.core.KotlinDetector;
+import org.springframework.core.ResolvableType;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.ReflectionUtils;
 
@@ -70,12 +71,14 @@ final class FallbackMethod {
 					"Declare " + expected + " returning " + method.getReturnType().getSimpleName()
 							+ " in the same bean, or fix the fallback attribute.");
 		}
-		if (!fits(fallback.getReturnType(), method.getReturnType())) {
+		ResolvableType returns = ResolvableType.forMethodReturnType(method, targetClass);
+		ResolvableType fallbackReturns = ResolvableType.forMethodReturnType(fallback, targetClass);
+		if (!fits(fallback.getReturnType(), method.getReturnType())
+				|| (returns.hasGenerics() && !returns.isAssignableFrom(fallbackReturns))) {
 			throw new RateLimitConfigurationException("The fallback " + fallback.getName() + " of " + where + " returns "
-					+ fallback.getReturnType().getSimpleName() + ", which does not fit the method's "
-					+ method.getReturnType().getSimpleName() + ".",
-					"Make " + fallback.getName() + " return " + method.getReturnType().getSimpleName()
-							+ " (for CompletionStage, Mono and Flux, the same kind).");
+					+ simple(fallbackReturns) + ", which does not fit the method's " + simple(returns) + ".",
+					"Make " + fallback.getName() + " return " + simple(returns)
+							+ " (for CompletionStage, Mono and Flux, the same kind, of the same element type).");
 		}
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.privateLookupIn(fallback.getDeclaringClass(),
@@ -100,6 +103,13 @@ final class FallbackMethod {
 			return method.isAssignableFrom(fallback);
 		}
 		return ClassUtils.isAssignable(method, fallback);
+	}
+
+	/**
+	 * A type as the source says it: {@code Mono<Integer>}, not {@code reactor.core.publisher.Mono<java.lang.Integer>}.
+	 */
+	private static String simple(ResolvableType type) {
+		return type.toString().replaceAll("(?:[a-z_$][\\w$]*\\.)+", "").replace('$', '.');
 	}
 
 	private static boolean isReactive(Class<?> type) {

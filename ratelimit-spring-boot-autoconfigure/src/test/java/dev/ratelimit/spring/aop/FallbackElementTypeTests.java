@@ -17,13 +17,14 @@ import org.springframework.context.annotation.Configuration;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Contract audit, "Annotation" (revision 2): a fallback has "a return type assignable to the guarded
- * method's", and "a fallback that does not exist or does not fit fails start-up naming the method and the
- * fallback". The check compares raw classes only: a {@code Mono<Integer>} fallback of a
- * {@code Mono<String>} method (or a {@code List<Integer>} one of a {@code List<String>} method) starts,
- * and the first refusal hands the caller an Integer where its code reads a String.
+ * Contract, "Annotation" (revision 2): a fallback has "a return type assignable to the guarded method's",
+ * and "a fallback that does not exist or does not fit fails start-up naming the method and the fallback".
+ * Found by an auditor: the check compared raw classes only, so a {@code Mono<Integer>} fallback of a
+ * {@code Mono<String>} method (or a {@code List<Integer>} one of a {@code List<String>} method) started, and
+ * the first refusal handed the caller an Integer where its code reads a String. The element types are
+ * compared too, as Java would assign them ({@code Mono<String>} fits {@code Mono<? extends CharSequence>}).
  */
-class FallbackTypeArgumentsAuditTests {
+class FallbackElementTypeTests {
 
 	private final ApplicationContextRunner runner = new ApplicationContextRunner()
 		.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
@@ -43,6 +44,27 @@ class FallbackTypeArgumentsAuditTests {
 		this.runner.withUserConfiguration(ListConfiguration.class).run((context) -> {
 			assertThat(context).as("List<Integer> fallback of a List<String> method").hasFailed();
 			assertFailureNames(context, "countList");
+		});
+	}
+
+	@Test
+	void aFallbackWhoseElementTypeJavaWouldAssignStarts() {
+		this.runner.withUserConfiguration(WildcardConfiguration.class).run((context) -> {
+			assertThat(context).hasNotFailed();
+			WildcardQuotes quotes = context.getBean(WildcardQuotes.class);
+			assertThat(quotes.quotes("DE").block()).hasToString("live DE");
+			assertThat(quotes.quotes("DE").block()).hasToString("cached DE"); // one an hour: the fallback's
+		});
+	}
+
+	@Test
+	void theMessageSaysBothTypesAsTheSourceDoes() {
+		this.runner.withUserConfiguration(MonoConfiguration.class).run((context) -> {
+			Throwable failure = context.getStartupFailure();
+			while (failure != null && !(failure instanceof RateLimitConfigurationException)) {
+				failure = failure.getCause();
+			}
+			assertThat(failure).hasMessageContaining("returns Mono<Integer>, which does not fit the method's Mono<String>");
 		});
 	}
 
@@ -72,6 +94,27 @@ class FallbackTypeArgumentsAuditTests {
 
 		Mono<Integer> countMono(String country) {
 			return Mono.just(42);
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class WildcardConfiguration {
+
+		@Bean
+		WildcardQuotes wildcardQuotes() {
+			return new WildcardQuotes();
+		}
+	}
+
+	static class WildcardQuotes {
+
+		@RateLimited(value = "quote-api", fallback = "cached")
+		public Mono<? extends CharSequence> quotes(String country) {
+			return Mono.just("live " + country);
+		}
+
+		Mono<String> cached(String country) {
+			return Mono.just("cached " + country);
 		}
 	}
 
