@@ -4,6 +4,7 @@ import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -256,7 +257,7 @@ public final class WebRules {
 		}
 		Set<String> methods = null;
 		if (rule.getMethods() != null && !rule.getMethods().isEmpty()) {
-			methods = rule.getMethods().stream().map((m) -> m.trim().toUpperCase(Locale.ROOT)).collect(Collectors.toSet());
+			methods = rule.getMethods().stream().map((m) -> m.trim().toUpperCase(Locale.ROOT)).collect(Collectors.toCollection(HashSet::new));
 			for (String method : methods) {
 				if (!method.matches("[A-Z]+")) {
 					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
@@ -270,6 +271,11 @@ public final class WebRules {
 									+ " (a method of your own, e.g. PROPFIND, is accepted when it is not a near miss of "
 									+ String.join(", ", STANDARD_METHODS) + ").");
 				}
+			}
+			if (methods.contains("GET")) {
+				// Spring MVC and WebFlux answer HEAD with the GET handler: without it, HEAD would run every limited GET
+				// handler unlimited (its body only is dropped)
+				methods.add("HEAD");
 			}
 		}
 		String bucket = rule.getBucket();

@@ -34,6 +34,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.hamcrest.Matchers.contains;
 import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.asyncDispatch;
 import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.get;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.head;
 import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.post;
 import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.content;
 import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.header;
@@ -101,6 +102,22 @@ class WebRulesMvcTests {
 						.andExpect(jsonPath("$.type").doesNotExist())
 						.andExpect(jsonPath("$.violated-policies").doesNotExist());
 					assertThat(context.getBean("api", RateLimiter.class).snapshot().rejected()).isEqualTo(1);
+				});
+	}
+
+	/**
+	 * Found by an auditor: Spring MVC answers HEAD with the GET handler, so a rule for GET let every HEAD
+	 * request run the limited handler unlimited. A rule for GET covers HEAD too.
+	 */
+	@Test
+	void aRuleForGetLimitsHeadWhichRunsTheSameHandler() throws Exception {
+		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].methods=GET",
+				"ratelimit.web.rules[0].bucket=api").run((context) -> {
+					MockMvc mvc = mvc(context);
+					mvc.perform(head("/api/items")).andExpect(status().isOk());
+					mvc.perform(get("/api/items")).andExpect(status().isOk());
+					mvc.perform(head("/api/items")).andExpect(status().isTooManyRequests());
+					mvc.perform(post("/api/items")).andExpect(status().isOk()); // not a GET rule's
 				});
 	}
 
