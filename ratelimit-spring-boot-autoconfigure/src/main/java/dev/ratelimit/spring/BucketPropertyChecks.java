@@ -1,6 +1,8 @@
 package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
+import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.Locale;
@@ -11,6 +13,10 @@ import java.util.regex.Pattern;
 
 import org.jspecify.annotations.Nullable;
 
+import org.springframework.boot.context.properties.bind.BindException;
+import org.springframework.boot.context.properties.bind.Bindable;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName.Form;
@@ -25,8 +31,10 @@ import org.springframework.core.env.Environment;
  * that no bucket knows ({@code capped-relase}, {@code max-wiat}), silently ignored by binding, fails
  * start-up naming the bucket, the name and the closest known one; a duration without a unit
  * ({@code max-wait: 5}, which binding reads as 5 ms) and a fractional {@code limit} or {@code initial}
- * (which binding truncates) are rejected. Runs on the raw property sources, before binding, so the
- * messages are ours and name where the value came from.
+ * (which binding truncates) are rejected; a value binding cannot convert at all ({@code rate: fast},
+ * {@code period: 1.5s}, {@code max-wait: 500 ms}), which binding reports as "failed to convert" without
+ * saying what is accepted, fails naming the property and the values it takes. Runs on the raw property
+ * sources, before binding, so the messages are ours and name where the value came from.
  */
 final class BucketPropertyChecks {
 
@@ -47,7 +55,46 @@ final class BucketPropertyChecks {
 			"redis.on-failure", Map.entry(values(OnFailure.values()), "allow, deny or local"),
 			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"));
 
+	/**
+	 * How a duration may be written, as Boot's conversion reads it: a whole number and a unit, or ISO-8601.
+	 */
+	private static final String DURATION_FORMS = "such as 500ms, 2s, 1m or PT0.5S (a whole number with a unit:"
+			+ " ns, us, ms, s, m, h or d; or ISO-8601)";
+
+	private static final String BOOLEAN = "true or false";
+
+	/**
+	 * A property whose value binding converts, with the type it is bound to (the binder's own conversion
+	 * decides, so what binding takes is taken) and what it accepts, as the messages say it.
+	 */
+	private record Typed(Class<?> type, String accepted) {
+	}
+
+	/**
+	 * Bucket properties bound to a type that a value can fail to convert to; the enums are in
+	 * {@link #CHOICES}, and {@code redis.key-prefix}, a string, takes any value.
+	 */
+	private static final Map<String, Typed> TYPED = Map.ofEntries(
+			Map.entry("rate", new Typed(BigDecimal.class, BucketDefinition.RATE_ACCEPTED)),
+			Map.entry("period", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
+			Map.entry("limit", new Typed(Long.class, "a whole number >= 1 (not a fraction)")),
+			Map.entry("initial", new Typed(Long.class, "a whole number from 0 to the limit")),
+			Map.entry("capped-release", new Typed(Boolean.class, BOOLEAN)),
+			Map.entry("max-wait", new Typed(Duration.class, "a duration >= 0 " + DURATION_FORMS + "; 0 never waits")),
+			Map.entry("burst-ratio", new Typed(Double.class, "a number >= 1.0, fractions allowed (1.0 never catches up)")),
+			Map.entry("max-backlog", new Typed(Duration.class, "a duration >= 0 " + DURATION_FORMS
+					+ " (leave it out for no bound)")),
+			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
+			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
+			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));
+
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
+
+	/**
+	 * A bare whole number: binding reads it as a duration in milliseconds, so it is asked for a unit; a bare
+	 * fraction ({@code 1.5}) does not bind at all and gets the message of the accepted forms.
+	 */
+	private static final Pattern WHOLE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+\\s*");
 
 	private static final ConfigurationPropertyName BUCKETS = ConfigurationPropertyName.of("ratelimit.buckets");
 
@@ -67,6 +114,17 @@ final class BucketPropertyChecks {
 			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"),
 			"web.headers", Map.entry(values(WebHeaders.values()), "ietf, retry-after or none"));
 
+	/** Properties outside the buckets bound to a type that a value can fail to convert to. */
+	private static final Map<String, Typed> TYPED_OUTSIDE_BUCKETS = Map.of(
+			"enabled", new Typed(Boolean.class, BOOLEAN),
+			"interceptor-order", new Typed(Integer.class, "a whole number from " + Integer.MIN_VALUE + " to "
+					+ Integer.MAX_VALUE + " (lower runs outside other advice)"),
+			"executor.max-threads", new Typed(Integer.class, "a whole number >= 0 (0: as many as needed)"),
+			"executor.virtual-threads", new Typed(Boolean.class, BOOLEAN),
+			"executor.propagate-context", new Typed(Boolean.class, BOOLEAN),
+			"web.expose-key", new Typed(Boolean.class, BOOLEAN),
+			"web.rules.cost", new Typed(Long.class, "a whole number >= 0 (default 1)"));
+
 	private BucketPropertyChecks() {
 	}
 
@@ -77,12 +135,52 @@ final class BucketPropertyChecks {
 	 * @throws RateLimitConfigurationException for the first property that fails a check
 	 */
 	static void check(Environment environment) {
-		for (ConfigurationPropertySource source : ConfigurationPropertySources.get(environment)) {
+		List<ConfigurationPropertySource> sources = new ArrayList<>();
+		ConfigurationPropertySources.get(environment).forEach(sources::add);
+		for (int i = 0; i < sources.size(); i++) {
+			ConfigurationPropertySource source = sources.get(i);
 			if (source instanceof IterableConfigurationPropertySource iterable) {
-				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> check(source, name));
+				Conversion conversion = new Conversion(environment, source, sources.subList(0, i));
+				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> check(source, name, conversion));
 				iterable.stream()
 					.filter((name) -> RATELIMIT.isAncestorOf(name) && !BUCKETS.isAncestorOf(name) && !BUCKETS.equals(name))
-					.forEach((name) -> checkOutsideBuckets(source, name));
+					.forEach((name) -> checkOutsideBuckets(source, name, conversion));
+			}
+		}
+	}
+
+	/**
+	 * Whether binding can convert a value of one property source, asked of Boot's binder itself (the same
+	 * placeholders and conversion as the starter's binding), so that every form binding takes is taken:
+	 * {@code 500ms}, {@code PT0.5S}, {@code " 10 "}, a placeholder that resolves to a number.
+	 *
+	 * @param binder a binder of that source alone
+	 * @param earlier the sources before it, whose values win over its own
+	 */
+	private record Conversion(Binder binder, List<ConfigurationPropertySource> earlier) {
+
+		Conversion(Environment environment, ConfigurationPropertySource source,
+				List<ConfigurationPropertySource> earlier) {
+			this(new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment)), earlier);
+		}
+
+		/**
+		 * Whether the value of {@code name} fails to convert to {@code type}; {@code false} as well when an
+		 * earlier source sets the property, since binding never reads an overridden value.
+		 */
+		boolean fails(ConfigurationPropertyName name, Class<?> type) {
+			for (ConfigurationPropertySource before : this.earlier) {
+				if (before.getConfigurationProperty(name) != null || (before instanceof IterableConfigurationPropertySource
+						iterable && iterable.stream().anyMatch(name::equals))) {
+					return false;
+				}
+			}
+			try {
+				this.binder.bind(name, Bindable.of(type));
+				return false;
+			}
+			catch (BindException ex) {
+				return true;
 			}
 		}
 	}
@@ -92,7 +190,8 @@ final class BucketPropertyChecks {
 	 * ({@code ratelimit.web.rules[0].kye: ip} made the rule one budget for every client), and says an enum
 	 * value it cannot convert in its own terms.
 	 */
-	private static void checkOutsideBuckets(ConfigurationPropertySource source, ConfigurationPropertyName name) {
+	private static void checkOutsideBuckets(ConfigurationPropertySource source, ConfigurationPropertyName name,
+			Conversion conversion) {
 		String uniform = relative(name, RATELIMIT.getNumberOfElements(), Form.UNIFORM);
 		String match = known(uniform, KNOWN_OUTSIDE_BUCKETS);
 		String property = (match != null) ? match : relative(name, RATELIMIT.getNumberOfElements(), Form.DASHED);
@@ -106,6 +205,12 @@ final class BucketPropertyChecks {
 				throw new RateLimitConfigurationException(
 						name + " is '" + value + "'" + origin + ", which is not accepted.",
 						"Set " + name + " to " + choices.getValue() + ".");
+			}
+			Typed typed = TYPED_OUTSIDE_BUCKETS.get(property);
+			if (typed != null && value != null && conversion.fails(name, typed.type())) {
+				throw new RateLimitConfigurationException(
+						name + " is '" + value + "'" + origin + ", which is not accepted.",
+						"Set " + name + " to " + typed.accepted() + ".");
 			}
 			return;
 		}
@@ -124,7 +229,8 @@ final class BucketPropertyChecks {
 						+ ".");
 	}
 
-	private static void check(ConfigurationPropertySource source, ConfigurationPropertyName name) {
+	private static void check(ConfigurationPropertySource source, ConfigurationPropertyName name,
+			Conversion conversion) {
 		int first = BUCKETS.getNumberOfElements();
 		if (name.getNumberOfElements() <= first + 1) {
 			return; // ratelimit.buckets.<name> itself
@@ -146,7 +252,7 @@ final class BucketPropertyChecks {
 		if (choices != null && !choices.getKey().contains(enumValue(text))) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());
 		}
-		if (DURATIONS.contains(property) && BARE_NUMBER.matcher(text).matches()
+		if (DURATIONS.contains(property) && WHOLE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
 					"a duration with a unit, e.g. " + text.trim() + "ms or " + text.trim() + "s (a bare number has no"
@@ -156,6 +262,10 @@ final class BucketPropertyChecks {
 				&& new BigDecimal(text.trim()).stripTrailingZeros().scale() > 0) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
 					"a whole number (a fractional " + property + " is not rounded)");
+		}
+		Typed typed = TYPED.get(property);
+		if (typed != null && conversion.fails(name, typed.type())) {
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin, typed.accepted());
 		}
 	}
 
