@@ -16,6 +16,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.bind.BindException;
 import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.bind.PlaceholdersResolver;
 import org.springframework.boot.context.properties.bind.PropertySourcesPlaceholdersResolver;
 import org.springframework.boot.context.properties.source.ConfigurationProperty;
 import org.springframework.boot.context.properties.source.ConfigurationPropertyName;
@@ -150,31 +151,49 @@ final class BucketPropertyChecks {
 	}
 
 	/**
-	 * Whether binding can convert a value of one property source, asked of Boot's binder itself (the same
+	 * A value of one property source as binding sees it, asked of Boot's binder itself (the same
 	 * placeholders and conversion as the starter's binding), so that every form binding takes is taken:
-	 * {@code 500ms}, {@code PT0.5S}, {@code " 10 "}, a placeholder that resolves to a number.
+	 * {@code 500ms}, {@code PT0.5S}, {@code " 10 "}, {@code ${TYPE:hybrid}}, a placeholder that resolves to
+	 * a number.
 	 *
+	 * @param placeholders the environment's placeholders, resolved as binding resolves them
 	 * @param binder a binder of that source alone
 	 * @param earlier the sources before it, whose values win over its own
 	 */
-	private record Conversion(Binder binder, List<ConfigurationPropertySource> earlier) {
+	private record Conversion(PlaceholdersResolver placeholders, Binder binder,
+			List<ConfigurationPropertySource> earlier) {
 
 		Conversion(Environment environment, ConfigurationPropertySource source,
 				List<ConfigurationPropertySource> earlier) {
-			this(new Binder(List.of(source), new PropertySourcesPlaceholdersResolver(environment)), earlier);
+			this(new PropertySourcesPlaceholdersResolver(environment), source, earlier);
+		}
+
+		private Conversion(PlaceholdersResolver placeholders, ConfigurationPropertySource source,
+				List<ConfigurationPropertySource> earlier) {
+			this(placeholders, new Binder(List.of(source), placeholders), earlier);
+		}
+
+		/** The value with its placeholders resolved, as binding converts it. */
+		String resolved(Object value) {
+			return String.valueOf(this.placeholders.resolvePlaceholders(value));
 		}
 
 		/**
-		 * Whether the value of {@code name} fails to convert to {@code type}; {@code false} as well when an
-		 * earlier source sets the property, since binding never reads an overridden value.
+		 * Whether an earlier source sets the property too: binding never reads an overridden value, so
+		 * neither do the value checks.
 		 */
-		boolean fails(ConfigurationPropertyName name, Class<?> type) {
+		boolean overridden(ConfigurationPropertyName name) {
 			for (ConfigurationPropertySource before : this.earlier) {
 				if (before.getConfigurationProperty(name) != null || (before instanceof IterableConfigurationPropertySource
 						iterable && iterable.stream().anyMatch(name::equals))) {
-					return false;
+					return true;
 				}
 			}
+			return false;
+		}
+
+		/** Whether the value of {@code name} fails to convert to {@code type}. */
+		boolean fails(ConfigurationPropertyName name, Class<?> type) {
 			try {
 				this.binder.bind(name, Bindable.of(type));
 				return false;
@@ -200,14 +219,18 @@ final class BucketPropertyChecks {
 		if (match != null || KNOWN_OUTSIDE_BUCKETS.stream()
 			.anyMatch((candidate) -> uniform(candidate).startsWith(uniform + "."))) {
 			Map.Entry<Set<String>, String> choices = CHOICES_OUTSIDE_BUCKETS.get(property);
-			Object value = (found != null) ? found.getValue() : null;
-			if (choices != null && value != null && !choices.getKey().contains(enumValue(value.toString()))) {
+			Object raw = (found != null) ? found.getValue() : null;
+			if (raw == null || conversion.overridden(name)) {
+				return;
+			}
+			String value = conversion.resolved(raw);
+			if (choices != null && !choices.getKey().contains(enumValue(value))) {
 				throw new RateLimitConfigurationException(
 						name + " is '" + value + "'" + origin + ", which is not accepted.",
 						"Set " + name + " to " + choices.getValue() + ".");
 			}
 			Typed typed = TYPED_OUTSIDE_BUCKETS.get(property);
-			if (typed != null && value != null && conversion.fails(name, typed.type())) {
+			if (typed != null && conversion.fails(name, typed.type())) {
 				throw new RateLimitConfigurationException(
 						name + " is '" + value + "'" + origin + ", which is not accepted.",
 						"Set " + name + " to " + typed.accepted() + ".");
@@ -244,10 +267,10 @@ final class BucketPropertyChecks {
 			throw RateLimitConfigurationException.unknownProperty(bucket, written, origin, closest(written), KNOWN);
 		}
 		Object value = (found != null) ? found.getValue() : null;
-		if (value == null) {
+		if (value == null || conversion.overridden(name)) {
 			return;
 		}
-		String text = value.toString();
+		String text = conversion.resolved(value);
 		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
 		if (choices != null && !choices.getKey().contains(enumValue(text))) {
 			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());

@@ -64,6 +64,25 @@ class StartUpChecksAcceptWhatBindingAcceptsTests {
 			.run((context) -> assertThat(context).hasNotFailed());
 	}
 
+	/**
+	 * Binding resolves placeholders before it converts: an enum value from a placeholder was rejected as
+	 * the text {@code ${...}}.
+	 */
+	@Test
+	void placeholdersAreCheckedAsTheValuesTheyResolveTo() {
+		this.runner.withPropertyValues("ratelimit.buckets.db.type=${BUCKET_TYPE_NOT_SET:hybrid}",
+				"ratelimit.web.headers=${HEADERS_NOT_SET:ietf}", "ratelimit.buckets.db.limit=${LIMIT_NOT_SET:5}")
+			.run((context) -> assertThat(context).hasNotFailed());
+	}
+
+	/** Binding never reads a value that a source before it overrides; an environment variable wins here. */
+	@Test
+	void aValueOverriddenByAnEarlierSourceIsNotChecked() {
+		withEnvironmentVariables(Map.of("RATELIMIT_BUCKETS_DB_TYPE", "hybrid", "RATELIMIT_WEB_HEADERS", "ietf"))
+			.withPropertyValues("ratelimit.buckets.db.type=bursty", "ratelimit.web.headers=loud")
+			.run((context) -> assertThat(context).hasNotFailed());
+	}
+
 	/** Relaxed binding: camelCase and underscore forms bind to the same properties. */
 	@Test
 	void camelCaseAndUnderscoreFormsOutsideTheBucketsAreAccepted() {

@@ -105,6 +105,17 @@ class UnconvertibleValuesFailStartUpSayingWhatIsAcceptedTests {
 			});
 	}
 
+	/** A placeholder is checked as what it resolves to, which is what binding converts. */
+	@Test
+	void aPlaceholderThatResolvesToAnUnconvertibleValueFailsStartUpSayingWhatIsAccepted() {
+		this.runner.withPropertyValues("ratelimit.buckets.b.rate=10", "ratelimit.buckets.b.period=${PERIOD_NOT_SET:1.5s}")
+			.run((context) -> {
+				RateLimitConfigurationException ex = failure(context);
+				assertThat(ex.getDescription()).startsWith("Bucket 'b': ratelimit.buckets.b.period is '1.5s'");
+				assertThat(ex.getAction()).contains("a positive duration such as 500ms, 2s, 1m or PT0.5S");
+			});
+	}
+
 	/** Every form of a duration Boot converts, numbers with spaces, booleans as Spring reads them. */
 	@ParameterizedTest(name = "{0}={1}")
 	@CsvSource(delimiter = '|', value = { "period|500ms|shared", "period|PT0.5S|shared", "period|pt1s|shared",
