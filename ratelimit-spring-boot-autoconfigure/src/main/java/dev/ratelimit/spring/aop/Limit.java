@@ -322,7 +322,17 @@ final class Limit {
 		}
 	}
 
+	/**
+	 * The annotation's {@code maxWait}, as {@code max-wait} reads: with a unit. A bare whole number other than 0
+	 * is refused, as the property's is: Spring would read {@code maxWait = "5"} as 5 ms, where the writer of a
+	 * rate limit more often means seconds.
+	 */
 	static Duration parseMaxWait(String value, String where) {
+		String trimmed = value.trim();
+		if (trimmed.matches("[-+]?[0-9]+") && !trimmed.matches("[-+]?0+")) {
+			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " has no unit (a bare number"
+					+ " would be read as milliseconds); expected e.g. " + trimmed + "ms or " + trimmed + "s (0 needs none)");
+		}
 		Duration maxWait;
 		try {
 			maxWait = DurationStyle.detectAndParse(value.trim());
