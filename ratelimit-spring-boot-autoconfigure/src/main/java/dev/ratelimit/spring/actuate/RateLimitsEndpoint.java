@@ -79,17 +79,23 @@ public class RateLimitsEndpoint {
 	 * One key's bucket (contract revision 2): every field of a bucket's view, its figures the key's
 	 * (its granted and rejected are the bucket's, which counts every key's calls).
 	 *
+	 * <p>The key takes every remaining segment of the path, joined with {@code /}: a key may hold slashes
+	 * (a web rule with {@code key: ip} keys an IPv6 client by its {@code /64}, {@code 2001:db8:1:2::/64}),
+	 * and a single-segment selector would answer 404 for a key that has a bucket. From Java, the key is
+	 * given whole ({@code key("per-client", "2001:db8:1:2::/64")}) or in segments.
+	 *
 	 * @param name the bucket name
-	 * @param key the key, as a string
+	 * @param key the key, as a string, or its segments between slashes
 	 * @return its view, or {@code null} (404) when the key has no bucket of its own now
 	 */
 	@ReadOperation
-	public @Nullable BucketView key(@Selector String name, @Selector String key) {
+	public @Nullable BucketView key(@Selector String name,
+			@Selector(match = Selector.Match.ALL_REMAINING) String... key) {
 		RegisteredBucket bucket = this.registry.find(name).orElse(null);
 		if (bucket == null || bucket.keys() == 0) {
 			return null;
 		}
-		RateLimiter limiter = bucket.keyed().find(key);
+		RateLimiter limiter = bucket.keyed().find(String.join("/", key));
 		return (limiter != null) ? BucketView.of(bucket, limiter, 0) : null;
 	}
 
