@@ -5,6 +5,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.SplittableRandom;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
 
 import org.junit.jupiter.api.Test;
 
@@ -41,6 +43,330 @@ class HybridRateLimiterModelTests {
 		long seeds = new SplittableRandom().nextLong();
 		for (long i = 0; i < SEQUENCES; i++) {
 			new Run(seeds + i).execute();
+		}
+	}
+
+	/**
+	 * {@link HybridRateLimiter#isIdle()} holds its promise: whenever a pacer says it is idle, a new pacer of
+	 * the same settings built at that instant behaves exactly as it from then on. Seeded random sequences
+	 * (as above: tries, claims, polls, permits, cancels, refunds, charges, rate and limit changes, clock
+	 * moves) bring the pacer into a state; each time it says idle, the same random operations are run on it
+	 * and on the new pacer, and every answer must be the same (decisions, waits, retry-afters, refusals,
+	 * the available operations and the active and burst pools). Not compared: the time behind schedule,
+	 * which may differ by time never caught up (beyond {@code maxBacklog}, or at burst ratio 1.0), and,
+	 * at burst ratio 1.0, a later burst ratio change, which could catch that time up (see
+	 * {@code isIdle}). The tallies make sure that idle pacers with a burst ratio above 1.0, after calls,
+	 * are among those compared.
+	 */
+	@Test
+	void aPacerThatSaysItIsIdleActsAsANewOneFromThenOn() {
+		Long only = Long.getLong("model.seed");
+		long[] tallies = new long[2];
+		if (only != null) {
+			new IdleRun(only, tallies).execute();
+			return;
+		}
+		long seeds = new SplittableRandom().nextLong();
+		for (long i = 0; i < SEQUENCES / 5; i++) {
+			new IdleRun(seeds + i, tallies).execute();
+		}
+		if (tallies[0] < SEQUENCES / 50 || tallies[1] < SEQUENCES / 500) {
+			throw new AssertionError("too few idle pacers compared: " + tallies[0] + " after calls, of which "
+					+ tallies[1] + " with a burst ratio above 1.0");
+		}
+	}
+
+	/** One sequence of {@link #aPacerThatSaysItIsIdleActsAsANewOneFromThenOn}. */
+	private static final class IdleRun {
+
+		private static final int WARM_UP = 40;
+
+		private static final int AFTER = 30;
+
+		private final long seed;
+
+		private final SplittableRandom random;
+
+		private final long[] tallies;
+
+		private final List<String> trace = new ArrayList<>();
+
+		private final FakeClock clock = new FakeClock();
+
+		private long[] rate;
+
+		private double ratio;
+
+		private Long limit;
+
+		private Duration maxBacklog;
+
+		/** Whether operations were taken or given back: a pacer just built is trivially idle. */
+		private boolean called;
+
+		/** Reservations made on every pacer in play, index by index. */
+		private final List<Reservation[]> claims = new ArrayList<>();
+
+		IdleRun(long seed, long[] tallies) {
+			this.seed = seed;
+			this.random = new SplittableRandom(seed);
+			this.tallies = tallies;
+		}
+
+		void execute() {
+			try {
+				this.rate = randomRate();
+				this.ratio = randomRatio();
+				this.limit = this.random.nextInt(2) == 0 ? (long) (1 + this.random.nextInt(5)) : null;
+				this.maxBacklog = this.random.nextBoolean() ? null : Duration.ofMillis(this.random.nextInt(5000));
+				HybridRateLimiter pacer = build();
+				this.trace.add("build rate=" + this.rate[0] + " per " + this.rate[1] + " ns ratio=" + this.ratio
+						+ " limit=" + this.limit + " maxBacklog=" + this.maxBacklog);
+				for (int step = 0; step < WARM_UP; step++) {
+					this.trace.add(step(new HybridRateLimiter[] { pacer }, true));
+					if (this.called && pacer.isIdle()) {
+						this.trace.add("isIdle");
+						this.tallies[0]++;
+						if (this.ratio > 1.0) {
+							this.tallies[1]++;
+						}
+						compareFromNowOn(pacer);
+						return;
+					}
+				}
+			}
+			catch (AssertionError | RuntimeException ex) {
+				StringBuilder message = new StringBuilder("seed ").append(this.seed)
+					.append(" (replay with -Dmodel.seed=").append(this.seed).append(")\n");
+				for (String line : this.trace) {
+					message.append("  ").append(line).append('\n');
+				}
+				message.append("  => ").append(ex);
+				throw new AssertionError(message.toString(), ex);
+			}
+		}
+
+		private void compareFromNowOn(HybridRateLimiter pacer) {
+			HybridRateLimiter fresh = build();
+			this.claims.clear(); // none is pending: the pacer is idle (nobody waits)
+			boolean retuneRatio = this.ratio > 1.0;
+			HybridRateLimiter[] both = { pacer, fresh };
+			for (int step = 0; step < AFTER; step++) {
+				this.trace.add(step(both, retuneRatio));
+			}
+		}
+
+		private HybridRateLimiter build() {
+			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()
+				.rate(this.rate[0], Duration.ofNanos(this.rate[1]))
+				.burstRatio(this.ratio)
+				.maxBacklog(this.maxBacklog)
+				.clock(this.clock);
+			if (this.limit != null) {
+				builder.limit(this.limit);
+			}
+			return builder.build();
+		}
+
+		private long[] randomRate() {
+			return switch (this.random.nextInt(6)) {
+				case 0 -> new long[] { 1, 1_000_000_000_000L }; // 0.001 per second
+				case 1 -> new long[] { 999_999_937, 1_000_000_000 };
+				case 2 -> new long[] { 12345, 1_000_000_000 };
+				case 3 -> new long[] { 20, 1_000_000_000 };
+				case 4 -> new long[] { 1_000, 1_000_000_000 };
+				default -> new long[] { 1 + this.random.nextInt(100_000), 1_000_000 + this.random.nextLong(10_000_000_000L) };
+			};
+		}
+
+		private double randomRatio() {
+			return switch (this.random.nextInt(4)) {
+				case 0 -> 1.0;
+				case 1 -> 1.3;
+				case 2 -> 2.0;
+				default -> 1.1;
+			};
+		}
+
+		/**
+		 * One random operation, the same on every pacer given; fails when their answers differ.
+		 *
+		 * @return the operation and the answer, for the trace
+		 */
+		private String step(HybridRateLimiter[] pacers, boolean retuneRatio) {
+			HybridRateLimiter first = pacers[0];
+			long opNanos = Math.max(1, this.rate[1] / this.rate[0]);
+			int op = this.random.nextInt(100);
+			String what;
+			String[] answers = new String[pacers.length];
+			if (op < 30) {
+				long delta = switch (this.random.nextInt(6)) {
+					case 0 -> 0;
+					case 1 -> -(1 + this.random.nextLong(Math.min(opNanos, DAY)));
+					case 2 -> this.random.nextLong(Math.min(opNanos, DAY)) + 1;
+					case 3 -> DAY * (1 + this.random.nextInt(5));
+					default -> Math.min(opNanos, DAY) * (1 + this.random.nextInt(4));
+				};
+				this.clock.advanceNanos(delta);
+				return "clock " + delta + " ns";
+			}
+			if (op < 50) {
+				long n = 1 + this.random.nextLong(first.maxOperations());
+				what = "tryAcquire(" + n + ")";
+				for (int i = 0; i < pacers.length; i++) {
+					HybridRateLimiter pacer = pacers[i];
+					answers[i] = answer(() -> String.valueOf(pacer.tryAcquire(n)));
+				}
+				this.called |= answers[0].equals("true");
+			}
+			else if (op < 62) {
+				long n = 1 + this.random.nextLong(first.maxOperations());
+				long budget = switch (this.random.nextInt(3)) {
+					case 0 -> 0;
+					case 1 -> this.random.nextLong(Math.min(opNanos * 10, DAY));
+					default -> Long.MAX_VALUE;
+				};
+				what = "reserve(" + n + ", " + budget + " ns)";
+				Reservation[] made = new Reservation[pacers.length];
+				for (int i = 0; i < pacers.length; i++) {
+					try {
+						made[i] = pacers[i].reserve(n, Duration.ofNanos(budget));
+						answers[i] = "accepted, poll " + made[i].poll();
+					}
+					catch (RateLimitExceededException ex) {
+						answers[i] = "refused, retry after " + ex.getRetryAfter();
+					}
+					catch (IllegalArgumentException ex) {
+						answers[i] = "rejected: " + ex.getMessage();
+					}
+				}
+				if (made[0] != null) {
+					this.claims.add(made);
+					this.called = true;
+				}
+			}
+			else if (op < 74) {
+				if (this.claims.isEmpty()) {
+					return "no claim to poll";
+				}
+				int index = this.random.nextInt(this.claims.size());
+				Reservation[] claim = this.claims.get(index);
+				boolean take = this.random.nextBoolean();
+				what = "poll #" + index + (take ? " and take the permit when ready" : "");
+				for (int i = 0; i < pacers.length; i++) {
+					try {
+						long delay = claim[i].poll();
+						answers[i] = "poll " + delay;
+						if (delay == 0 && take) {
+							claim[i].permit().close();
+						}
+					}
+					catch (RateLimitExceededException ex) {
+						answers[i] = "refused";
+					}
+				}
+				if (answers[0].equals("refused") || (answers[0].equals("poll 0") && take)) {
+					this.claims.remove(index);
+				}
+			}
+			else if (op < 82) {
+				if (this.claims.isEmpty()) {
+					return "no claim to cancel";
+				}
+				int index = this.random.nextInt(this.claims.size());
+				what = "cancel #" + index;
+				for (int i = 0; i < pacers.length; i++) {
+					answers[i] = String.valueOf(this.claims.get(index)[i].cancel());
+				}
+				this.claims.remove(index);
+			}
+			else if (op < 87) {
+				long n = 1 + this.random.nextLong(first.maxOperations());
+				what = "refund(" + n + ")";
+				this.called = true;
+				for (int i = 0; i < pacers.length; i++) {
+					HybridRateLimiter pacer = pacers[i];
+					answers[i] = answer(() -> {
+						pacer.refund(n);
+						return "done";
+					});
+				}
+			}
+			else if (op < 92) {
+				long n = 1 + this.random.nextLong(first.maxOperations() * 2);
+				what = "charge(" + n + ")";
+				this.called = true;
+				for (int i = 0; i < pacers.length; i++) {
+					HybridRateLimiter pacer = pacers[i];
+					answers[i] = answer(() -> {
+						pacer.charge(n);
+						return "done";
+					});
+				}
+			}
+			else if (op < 95) {
+				long[] to = randomRate();
+				what = "updateRate(" + to[0] + " per " + to[1] + " ns)";
+				for (int i = 0; i < pacers.length; i++) {
+					answers[i] = retune(pacers[i], (p) -> p.updateRate(to[0], Duration.ofNanos(to[1])));
+				}
+				if (answers[0].equals("done")) {
+					this.rate = to;
+				}
+			}
+			else if (op < 98) {
+				long to = 1 + this.random.nextInt(5);
+				what = "updateLimit(" + to + ")";
+				for (int i = 0; i < pacers.length; i++) {
+					answers[i] = retune(pacers[i], (p) -> p.updateLimit(to));
+				}
+				if (answers[0].equals("done")) {
+					this.limit = to;
+				}
+			}
+			else {
+				if (!retuneRatio) {
+					return "no burst ratio change";
+				}
+				double to = randomRatio();
+				what = "updateBurstRatio(" + to + ")";
+				for (int i = 0; i < pacers.length; i++) {
+					answers[i] = retune(pacers[i], (p) -> p.updateBurstRatio(to));
+				}
+				if (answers[0].equals("done")) {
+					this.ratio = to;
+				}
+			}
+			for (int i = 0; i < pacers.length; i++) {
+				RateLimiterSnapshot s = pacers[i].snapshot();
+				answers[i] += "; available " + s.available() + ", deficiency " + s.deficiency() + ", waiting "
+						+ s.waiting() + ", active " + s.pools().active() + ", burst " + s.pools().burst();
+			}
+			for (int i = 1; i < pacers.length; i++) {
+				if (!answers[i].equals(answers[0])) {
+					throw new AssertionError(what + ": the pacer that said idle answered " + answers[0]
+							+ ", the new one " + answers[i]);
+				}
+			}
+			return what + " -> " + answers[0];
+		}
+
+		/** A settings change: "done", or the reason it was refused (the same for both pacers). */
+		private static String retune(HybridRateLimiter pacer, Consumer<HybridRateLimiter> change) {
+			return answer(() -> {
+				change.accept(pacer);
+				return "done";
+			});
+		}
+
+		/** The answer, or the reason an argument was rejected (too much in line, say). */
+		private static String answer(Supplier<String> call) {
+			try {
+				return call.get();
+			}
+			catch (IllegalArgumentException ex) {
+				return "rejected: " + ex.getMessage();
+			}
 		}
 	}
 
