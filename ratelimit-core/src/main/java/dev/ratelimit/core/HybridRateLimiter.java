@@ -330,57 +330,6 @@ public final class HybridRateLimiter implements RateLimiter {
 	}
 
 	/**
-	 * Whether the pacer is in the state a new one of the same settings starts in, as of now, so that
-	 * dropping it and building a new one changes nothing any caller sees (per-key buckets drop only such
-	 * pacers): nobody waiting and no claim given back pending (no holes), the active pool exactly full
-	 * and the burst pool empty, and, when the burst ratio is above 1.0, no schedule time left to catch up
-	 * (the waiting pool's catch-up part empty, with no carried fraction of a burst tick). A full active
-	 * pool alone is not enough: a pacer that sat idle is behind schedule, and its burst pool and backlog
-	 * let its callers catch up at {@code rate * burstRatio}, where a new pacer would not.
-	 *
-	 * <p>What does not count, because no decision depends on it: the schedule time beyond
-	 * {@code maxBacklog} (reported, never caught up), the statistics, and at burst ratio 1.0 the whole
-	 * waiting pool, which is then never caught up (it only shows in {@link #behindSchedule()} and the
-	 * waiting pool of the view). Only an {@link #updateBurstRatio} above 1.0 later could catch that up,
-	 * where a new pacer has nothing to catch up; the starter never changes a burst ratio.
-	 *
-	 * <p>So a pacer with a burst ratio above 1.0 is idle only while it is on schedule with a full active
-	 * pool: time that passes with the active pool full goes to the waiting pool and from there into the
-	 * burst pool, and neither the burst ratio nor {@code maxBacklog} brings it back to a new pacer's state
-	 * (after a long idle time the burst pool is full and the backlog is {@code maxBacklog}, or grows
-	 * without bound when there is none). Such a pacer is not idle after any idle time: its callers are
-	 * owed the catch-up, and this is the reading taken, since dropping it would take the catch-up from
-	 * them (memory stays bounded all the same: per-key buckets keep at most {@code keys.max} pacers, and
-	 * the keys beyond share one). At burst ratio 1.0 a pacer is idle once its active pool has refilled,
-	 * at most {@code limit / rate} after its last call. Also not idle: a pacer whose clock went back
-	 * before its last fill (it ignores time until the clock passes it again, a new one would not).
-	 *
-	 * <p>Not seen: a claim covered at once whose permit is not taken yet (its cancel gives operations
-	 * back); the per-key buckets keep a key's bucket pinned while a call holds one. Called by the per-key
-	 * sweep only; it fills up to now, as any view does.
-	 *
-	 * @return {@code true} when indistinguishable, for every caller from now on, from a new pacer
-	 */
-	@Override
-	public boolean isIdle() {
-		long now = this.clock.getAsLong();
-		this.lock.lock();
-		try {
-			fill(now);
-			Settings s = this.settings;
-			if (this.waitingCallers.get() != 0 || this.holes.length != 0 || level() != s.activeMax
-					|| this.lastFill != now) {
-				return false;
-			}
-			return s.ratioNum == s.ratioDen
-					|| (this.behindNanos == 0 && this.behindTicks == 0 && this.burstCarry == 0);
-		}
-		finally {
-			this.lock.unlock();
-		}
-	}
-
-	/**
 	 * Gives back {@code n} operations that a granted call took, as if it had not run (P6): the head moves
 	 * up by {@code n}, so the callers in line are covered first, at once; what would lift the pools above
 	 * their size goes to the waiting pool (P1), as for a claim given back, so no schedule time is created

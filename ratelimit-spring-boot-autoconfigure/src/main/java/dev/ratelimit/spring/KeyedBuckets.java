@@ -24,8 +24,8 @@ import org.jspecify.annotations.Nullable;
  * <h2>Invariants</h2>
  * <ol>
  * <li>K1, dropping changes nothing: a key's bucket is dropped only when it is
- * {@linkplain RateLimiter#isIdle() idle} (full, nothing in flight, nobody waiting; a pacer also on
- * schedule, with nothing to catch up), so the bucket made again for that key is identical to it. Checked by {@code KeyedBucketsTests}.</li>
+ * {@linkplain RateLimiter#isIdle() idle} (full, nothing in flight, nobody waiting), so the bucket
+ * made again for that key is identical to it. Checked by {@code KeyedBucketsTests}.</li>
  * <li>K2, no call uses a dropped bucket: a call pins its key's entry for as long as it grabs; an
  * entry is retired by one compare-and-set from "no pin, epoch e" to "retired", after the idle check,
  * so a pin (which moves the epoch) between the check and the retirement makes it fail. A call that

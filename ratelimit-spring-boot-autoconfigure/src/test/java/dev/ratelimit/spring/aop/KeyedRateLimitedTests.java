@@ -80,9 +80,7 @@ class KeyedRateLimitedTests {
 
 	@Test
 	void aPacerCanBeTheTemplateToo() {
-		// burst ratio 1.0: a pacer with a higher one that sat idle is behind schedule, owes its key the
-		// catch-up and is never dropped (KeyedPacerKeptWhileBehindScheduleTests)
-		this.runner.withPropertyValues("ratelimit.buckets.paced.burst-ratio=1.0").run((context) -> {
+		this.runner.run((context) -> {
 			Service service = context.getBean(Service.class);
 			service.paced("alice");
 			service.paced("alice");
@@ -91,8 +89,7 @@ class KeyedRateLimitedTests {
 			// alice's pacer is not full: bob finds no room (keys.max 1) and shares the overflow pacer
 			service.paced("bob");
 			this.now.addAndGet(Duration.ofSeconds(5).toNanos());
-			// alice's pacer is full again after the idle time, with nothing to catch up (burst ratio 1.0): it
-			// may be dropped to make room for carol
+			// alice's pacer is full again after the idle time: it may be dropped to make room for carol
 			service.paced("carol");
 			RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
 			assertThat(endpoint.key("paced", "carol")).isNotNull();
