@@ -312,6 +312,11 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return this.connection.reconnecting();
 	}
 
+	/** The master address the bucket's connection moved to after Sentinel's last switch (for tests). */
+	@Nullable String connectionFollowedMaster() {
+		return this.connection.followedMaster();
+	}
+
 	/**
 	 * The health of the backend for the endpoint: {@code up}, or {@code down} with the last error. A read
 	 * while the bucket is down sends the probe when one is due (and waits for it, at most the timeout), so

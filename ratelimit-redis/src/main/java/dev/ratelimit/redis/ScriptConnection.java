@@ -6,6 +6,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import java.util.function.Supplier;
 
 import io.lettuce.core.AbstractRedisClient;
@@ -25,6 +28,7 @@ import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.data.redis.connection.RedisConnectionFactory;
+import org.springframework.data.redis.connection.RedisSentinelConfiguration;
 import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactory;
 
 /**
@@ -41,6 +45,12 @@ import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactor
  * <p>It is made from the application's {@link LettuceConnectionFactory} (the client Spring Boot
  * configures by default), with its client, and so with its address, credentials, TLS and cluster
  * settings; a Jedis connection factory is refused with a message that says so.
+ *
+ * <p>Through Sentinel, Lettuce asks Sentinel for the master only when it (re)connects, so the connection
+ * also follows Sentinel's announcement that the master moved ({@link SentinelWatch}): after a manual
+ * {@code SENTINEL FAILOVER} the old master answers for some seconds more, and what the buckets would
+ * write there is lost when it resyncs as a replica. On the announcement both connections (the script's
+ * and the wake-ups') are closed and opened again, on a thread of their own.
  */
 final class ScriptConnection implements AutoCloseable {
 
@@ -67,11 +77,38 @@ final class ScriptConnection implements AutoCloseable {
 
 	private volatile boolean closed;
 
+	/** Held while the connection is opened, so that a switch of master and a connect attempt take turns. */
+	private final Object connectLock = new Object();
+
+	private final @Nullable SentinelWatch watch;
+
+	/** The last master address Sentinel announced, so that the same switch said by several is followed once. */
+	private final AtomicReference<@Nullable String> announced = new AtomicReference<>();
+
+	/** The master address the connection was last reopened on after an announced switch. */
+	private volatile @Nullable String followed;
+
 	ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
 			Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector, String description) {
+		this(connector, pubSubConnector, description, null);
+	}
+
+	/**
+	 * A connection, opened now.
+	 *
+	 * @param connector opens the script connection (through Sentinel: asks Sentinel for the master)
+	 * @param pubSubConnector opens the connection for wake-ups
+	 * @param description the server as the log and the health say it
+	 * @param watchOf makes the watch of master switches given what to run on one, or {@code null} when
+	 * Redis is not reached through Sentinel
+	 */
+	ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
+			Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector, String description,
+			@Nullable Function<Consumer<String>, SentinelWatch> watchOf) {
 		this.connector = connector;
 		this.pubSubConnector = pubSubConnector;
 		this.description = description;
+		this.watch = (watchOf != null) ? watchOf.apply(this::masterSwitched) : null;
 		connect();
 	}
 
@@ -96,6 +133,13 @@ final class ScriptConnection implements AutoCloseable {
 			return new ScriptConnection(() -> cluster.connect(StringCodec.UTF8),
 					() -> cluster.connectPubSub(StringCodec.UTF8), describe(lettuce));
 		}
+		RedisSentinelConfiguration sentinel = lettuce.getSentinelConfiguration();
+		if (client instanceof RedisClient redis && sentinel != null) {
+			String master = sentinel.getRequiredMaster().getName();
+			return new ScriptConnection(() -> redis.connect(StringCodec.UTF8), () -> redis.connectPubSub(StringCodec.UTF8),
+					describe(lettuce), (onSwitch) -> new SentinelWatch(redis,
+							SentinelWatch.uris(sentinel, lettuce.getClientConfiguration()), master, onSwitch));
+		}
 		if (client instanceof RedisClient redis) {
 			return new ScriptConnection(() -> redis.connect(StringCodec.UTF8), () -> redis.connectPubSub(StringCodec.UTF8),
 					describe(lettuce));
@@ -104,8 +148,9 @@ final class ScriptConnection implements AutoCloseable {
 	}
 
 	private static String describe(LettuceConnectionFactory factory) {
+		RedisSentinelConfiguration sentinel = factory.getSentinelConfiguration();
 		return (factory.getClusterConfiguration() != null) ? "a Redis Cluster"
-				: (factory.getSentinelConfiguration() != null) ? "Redis through Sentinel"
+				: (sentinel != null) ? "Redis through Sentinel (master '" + sentinel.getRequiredMaster().getName() + "')"
 						: "Redis at " + factory.getHostName() + ":" + factory.getPort();
 	}
 
@@ -155,6 +200,30 @@ final class ScriptConnection implements AutoCloseable {
 
 	private void connectOnce() {
 		try {
+			synchronized (this.connectLock) {
+				if (this.commands == null && !this.closed) {
+					open();
+				}
+			}
+		}
+		finally {
+			this.connecting.set(false);
+		}
+	}
+
+	/**
+	 * Opens the script connection (and the wake-ups' when buckets asked for them), after subscribing to
+	 * master switches where not yet done (first, so that no switch made while the master is looked up
+	 * goes unheard). Called holding {@link #connectLock}.
+	 *
+	 * @return whether the connection is open
+	 */
+	private boolean open() {
+		SentinelWatch sentinels = this.watch;
+		if (sentinels != null) {
+			sentinels.watch();
+		}
+		try {
 			StatefulConnection<String, String> opened = this.connector.get();
 			RedisClusterAsyncCommands<String, String> async = asyncCommands(opened);
 			async.scriptLoad(BucketScript.SOURCE);
@@ -167,6 +236,7 @@ final class ScriptConnection implements AutoCloseable {
 			if (this.closed) {
 				close();
 			}
+			return true;
 		}
 		catch (RuntimeException ex) {
 			String error = describe(ex);
@@ -175,26 +245,87 @@ final class ScriptConnection implements AutoCloseable {
 						+ "); they apply their on-failure policy and connect when Redis answers");
 			}
 			this.connectError = error;
-		}
-		finally {
-			this.connecting.set(false);
+			return false;
 		}
 	}
 
 	/**
-	 * A failure to connect as the log and the health say it: Lettuce's exception, and the first cause that
-	 * says something else (its "Unable to connect to host:port" is the same for a server that is not there
-	 * and one that refuses the password: the cause tells them apart).
+	 * Sentinel announced that our master moved to {@code address}: the connections are reopened on a
+	 * thread of their own (this runs on Lettuce's event loop, which must not wait for a connect). The
+	 * same switch announced by several sentinels is followed once.
+	 */
+	private void masterSwitched(String address) {
+		if (this.closed || address.equals(this.announced.getAndSet(address))) {
+			return;
+		}
+		Thread thread = new Thread(() -> follow(address), "ratelimit-redis-follow-master");
+		thread.setDaemon(true);
+		thread.start();
+	}
+
+	/**
+	 * Closes both connections and opens them again, which asks Sentinel for the master. The old ones are
+	 * closed first, so that nothing more is written to the old master: calls in flight on them fail or
+	 * time out, and calls made until the new one is open fail at once, each through its bucket's
+	 * failure policy.
+	 */
+	private void follow(String address) {
+		synchronized (this.connectLock) {
+			if (this.closed) {
+				return;
+			}
+			StatefulConnection<String, String> old = this.connection;
+			this.commands = null;
+			this.connection = null;
+			if (old != null) {
+				old.closeAsync();
+			}
+			StatefulRedisPubSubConnection<String, String> oldPubSub;
+			synchronized (this) {
+				oldPubSub = this.pubSub;
+				this.pubSub = null;
+			}
+			if (oldPubSub != null) {
+				oldPubSub.closeAsync();
+			}
+			if (open() && !this.closed) {
+				this.followed = address;
+				logger.info("Rate limit buckets on " + this.description + " moved to the new master at " + address
+						+ ", as Sentinel announced");
+			}
+		}
+	}
+
+	/** The master address the connection was reopened on after Sentinel's last switch (for tests). */
+	@Nullable String followedMaster() {
+		return this.followed;
+	}
+
+	/**
+	 * A failure to connect as the log and the health say it: Lettuce's exception, and the deepest cause
+	 * that says something more. Lettuce's "Unable to connect to host:port" is the same for a server that
+	 * is not there and one that refuses the password, and through Sentinel the sentinel's own answer
+	 * ({@code NOAUTH}, {@code WRONGPASS}) is two levels down, under "Cannot connect Redis Sentinel at
+	 * ...": the deepest cause tells them apart. A cause whose message is already in the one above it
+	 * (Netty's "Connection refused" under "Connection refused: /host:port") adds nothing.
 	 */
 	static String describe(Throwable ex) {
 		String said = ex.getClass().getSimpleName() + ": " + ex.getMessage();
-		String message = String.valueOf(ex.getMessage());
-		for (Throwable cause = ex.getCause(); cause != null && cause != cause.getCause(); cause = cause.getCause()) {
-			if (cause.getMessage() != null && !message.contains(cause.getMessage())) {
-				return said + " (" + cause.getClass().getSimpleName() + ": " + cause.getMessage() + ")";
+		String above = String.valueOf(ex.getMessage());
+		Throwable deepest = null;
+		int depth = 0;
+		for (Throwable cause = ex.getCause(); cause != null && depth < 20; cause = cause.getCause(), depth++) {
+			String message = cause.getMessage();
+			if (message != null && !above.contains(message)) {
+				deepest = cause;
+				above = message;
+			}
+			if (cause == cause.getCause()) {
+				break;
 			}
 		}
-		return said;
+		return (deepest != null) ? said + " (" + deepest.getClass().getSimpleName() + ": " + deepest.getMessage() + ")"
+				: said;
 	}
 
 	/**
@@ -294,6 +425,10 @@ final class ScriptConnection implements AutoCloseable {
 	@Override
 	public void close() {
 		this.closed = true;
+		SentinelWatch sentinels = this.watch;
+		if (sentinels != null) {
+			sentinels.close();
+		}
 		StatefulConnection<String, String> open = this.connection;
 		if (open != null) {
 			this.commands = null;
