@@ -212,9 +212,10 @@ final class ScriptConnection implements AutoCloseable {
 	}
 
 	/**
-	 * Opens the script connection (and the wake-ups' when buckets asked for them), after subscribing to
-	 * master switches where not yet done (first, so that no switch made while the master is looked up
-	 * goes unheard). Called holding {@link #connectLock}.
+	 * Opens the script connection (and the wake-ups' when buckets asked for them), after starting the
+	 * subscriptions to master switches not made yet (first, so that a switch made while the master is
+	 * looked up is heard as soon as they are open; they are not waited for, so that a sentinel that answers
+	 * nothing holds nothing back). Called holding {@link #connectLock}.
 	 *
 	 * @return whether the connection is open
 	 */

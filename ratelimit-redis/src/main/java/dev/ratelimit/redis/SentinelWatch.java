@@ -2,6 +2,7 @@ package dev.ratelimit.redis;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicIntegerArray;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 import java.util.function.Consumer;
 
@@ -31,9 +32,9 @@ import org.springframework.data.redis.connection.lettuce.LettuceClientConfigurat
  * announces it, so the watch subscribes on each one and one that is down does not make it deaf.
  *
  * <p>Each subscription is a Lettuce pub/sub connection of its own to one sentinel, with the sentinels'
- * credentials (not the data nodes'); Lettuce reconnects it and subscribes again by itself when the
- * sentinel drops it. A sentinel that cannot be reached when the watch starts is tried again at each
- * {@link #watch()}, that is at each connect attempt of the script connection.
+ * credentials (not the data nodes'), opened without waiting for it; Lettuce reconnects it and subscribes
+ * again by itself when the sentinel drops it. A sentinel that cannot be reached when the watch starts is
+ * tried again at each {@link #watch()}, that is at each connect attempt of the script connection.
  */
 final class SentinelWatch implements AutoCloseable {
 
@@ -53,8 +54,11 @@ final class SentinelWatch implements AutoCloseable {
 	/** The subscription on each sentinel, by the sentinel's index; {@code null} until one is open. */
 	private final AtomicReferenceArray<@Nullable StatefulRedisPubSubConnection<String, String>> subscribed;
 
-	/** Whether a failure to subscribe on each sentinel has been logged since it last succeeded. */
-	private final boolean[] warned;
+	/** Whether a failure to subscribe on each sentinel has been logged since it last succeeded (1). */
+	private final AtomicIntegerArray warned;
+
+	/** Whether an attempt to subscribe on each sentinel is under way (1). */
+	private final AtomicIntegerArray attempting;
 
 	private volatile boolean closed;
 
@@ -73,7 +77,8 @@ final class SentinelWatch implements AutoCloseable {
 		this.master = master;
 		this.onSwitch = onSwitch;
 		this.subscribed = new AtomicReferenceArray<>(this.sentinels.size());
-		this.warned = new boolean[this.sentinels.size()];
+		this.warned = new AtomicIntegerArray(this.sentinels.size());
+		this.attempting = new AtomicIntegerArray(this.sentinels.size());
 	}
 
 	/**
@@ -105,46 +110,62 @@ final class SentinelWatch implements AutoCloseable {
 	}
 
 	/**
-	 * Subscribes on every sentinel not subscribed on yet; blocks while it connects (never called on
-	 * Lettuce's event loop). One call at a time; {@link #close()} does not wait for it.
+	 * Starts subscribing on every sentinel not subscribed on yet, without waiting: a sentinel that accepts
+	 * connections and answers nothing (its host gone with the old master it sat beside) must not hold back
+	 * the connect or the reopen after a switch by its whole timeout. At most one attempt per sentinel is
+	 * under way at a time; one that fails is tried again at the next call.
 	 */
-	synchronized void watch() {
+	void watch() {
 		for (int i = 0; i < this.sentinels.size() && !this.closed; i++) {
-			if (this.subscribed.get(i) != null) {
+			if (this.subscribed.get(i) != null || !this.attempting.compareAndSet(i, 0, 1)) {
 				continue;
 			}
+			int index = i;
 			RedisURI sentinel = this.sentinels.get(i);
-			StatefulRedisPubSubConnection<String, String> open = null;
 			try {
-				open = this.client.connectPubSub(StringCodec.UTF8, sentinel);
-				open.addListener(new RedisPubSubAdapter<>() {
-
-					@Override
-					public void message(String channel, String message) {
-						if (SWITCH_MASTER.equals(channel)) {
-							switched(message);
-						}
+				this.client.connectPubSubAsync(StringCodec.UTF8, sentinel).whenComplete((open, failed) -> {
+					if (failed != null) {
+						attemptFailed(index, failed);
+						return;
 					}
+					open.addListener(new RedisPubSubAdapter<>() {
+
+						@Override
+						public void message(String channel, String message) {
+							if (SWITCH_MASTER.equals(channel)) {
+								switched(message);
+							}
+						}
+					});
+					open.async().subscribe(SWITCH_MASTER).whenComplete((ok, notSubscribed) -> {
+						if (notSubscribed != null) {
+							open.closeAsync();
+							attemptFailed(index, notSubscribed);
+							return;
+						}
+						this.subscribed.set(index, open);
+						this.warned.set(index, 0);
+						this.attempting.set(index, 0);
+						if (this.closed && this.subscribed.compareAndSet(index, open, null)) {
+							open.closeAsync();
+						}
+					});
 				});
-				open.sync().subscribe(SWITCH_MASTER);
-				this.subscribed.set(i, open);
-				this.warned[i] = false;
-				if (this.closed && this.subscribed.compareAndSet(i, open, null)) {
-					open.closeAsync();
-				}
 			}
 			catch (RuntimeException ex) {
-				if (open != null) {
-					open.closeAsync();
-				}
-				if (!this.warned[i]) {
-					this.warned[i] = true;
-					logger.warn("Rate limit buckets on Redis cannot subscribe to master switches (" + SWITCH_MASTER
-							+ ") on the sentinel at " + sentinel.getHost() + ":" + sentinel.getPort() + " ("
-							+ ScriptConnection.describe(ex)
-							+ "); tried again when the buckets next connect, the other sentinels announce switches too");
-				}
+				attemptFailed(index, ex);
 			}
+		}
+	}
+
+	private void attemptFailed(int index, Throwable ex) {
+		this.attempting.set(index, 0);
+		if (this.warned.compareAndSet(index, 0, 1)) {
+			RedisURI sentinel = this.sentinels.get(index);
+			logger.warn("Rate limit buckets on Redis cannot subscribe to master switches (" + SWITCH_MASTER
+					+ ") on the sentinel at " + sentinel.getHost() + ":" + sentinel.getPort() + " ("
+					+ ScriptConnection.describe(ex)
+					+ "); tried again when the buckets next connect, the other sentinels announce switches too");
 		}
 	}
 

@@ -5,6 +5,7 @@ import java.util.concurrent.CompletionException;
 import java.util.concurrent.CompletionStage;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.UnaryOperator;
 
@@ -149,6 +150,9 @@ final class AsyncInvocations {
 		 */
 		private final AtomicReference<@Nullable Runnable> stillWaiting = new AtomicReference<>();
 
+		/** Whether the call's start was given to the runner: once, whatever rounds of polls find it ready. */
+		private final AtomicBoolean handedToRunner = new AtomicBoolean();
+
 		Waiting(InvocationPlan plan, RateLimitExecutors executors, Reservation reservation,
 				MethodInvocation invocation, CompletableFuture<Object> result, UnaryOperator<Runnable> context,
 				@Nullable Runnable observe) {
@@ -251,6 +255,11 @@ final class AsyncInvocations {
 				runGranted();
 			}
 			else {
+				if (!this.handedToRunner.compareAndSet(false, true)) {
+					// a wake-up's round found the claim ready again while its start waits on the runner: one
+					// start is enough (a second one refused by a full queue must not cancel the first)
+					return false;
+				}
 				stopsWaiting();
 				try {
 					this.executors.runner().execute(this.context.apply(this::runGranted));
@@ -276,7 +285,7 @@ final class AsyncInvocations {
 				permit = this.reservation.permit();
 			}
 			catch (IllegalStateException ex) {
-				return; // cancelled meanwhile (the future is done), or started by another round of polls
+				return; // cancelled meanwhile: the future is done
 			}
 			Runnable observe = this.observe;
 			if (observe != null) {

@@ -73,8 +73,12 @@ final class FallbackMethod {
 		}
 		ResolvableType returns = ResolvableType.forMethodReturnType(method, targetClass);
 		ResolvableType fallbackReturns = ResolvableType.forMethodReturnType(fallback, targetClass);
+		// the type arguments are compared when the fallback says them: a raw fallback, or a generic one
+		// (<T> Mono<T> shared by methods of several element types), fits as Java would assign it
+		boolean elementsSaid = returns.hasGenerics() && fallbackReturns.hasGenerics()
+				&& !fallbackReturns.hasUnresolvableGenerics();
 		if (!fits(fallback.getReturnType(), method.getReturnType())
-				|| (returns.hasGenerics() && !returns.isAssignableFrom(fallbackReturns))) {
+				|| (elementsSaid && !returns.isAssignableFrom(fallbackReturns))) {
 			throw new RateLimitConfigurationException("The fallback " + fallback.getName() + " of " + where + " returns "
 					+ simple(fallbackReturns) + ", which does not fit the method's " + simple(returns) + ".",
 					"Make " + fallback.getName() + " return " + simple(returns)

@@ -1,13 +1,16 @@
 package dev.ratelimit.spring.web;
 
-import java.util.Collection;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Supplier;
 
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.boot.actuate.autoconfigure.web.server.ManagementPortType;
+import org.springframework.boot.actuate.endpoint.web.PathMappedEndpoint;
 import org.springframework.boot.actuate.endpoint.web.PathMappedEndpoints;
+import org.springframework.boot.actuate.endpoint.web.WebServerNamespace;
 import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 
@@ -18,11 +21,15 @@ import org.springframework.util.ClassUtils;
  * {@code /app/actuator}). An actuator served at the root ({@code management.endpoints.web.base-path: /}) has no
  * prefix of its own: then each exposed endpoint's path is one ({@code /health}, {@code /ratelimits}), read from
  * the actuator's own mapping at the first request, so {@code path-mapping} is followed too; the application's
- * other paths stay limited.
+ * other paths stay limited. Also exempt: the health groups' additional paths on the application's server
+ * ({@code /livez}, {@code /readyz}: Kubernetes restarts a pod whose liveness probe is answered 429). With the
+ * actuator on a server of its own ({@code management.server.port}), nothing on the application's server is.
  */
 public final class ActuatorPaths {
 
 	private static final String PATH_MAPPED_ENDPOINTS = "org.springframework.boot.actuate.endpoint.web.PathMappedEndpoints";
+
+	private static final String MANAGEMENT_PORT_TYPE = "org.springframework.boot.actuate.autoconfigure.web.server.ManagementPortType";
 
 	private final Supplier<List<String>> source;
 
@@ -55,15 +62,25 @@ public final class ActuatorPaths {
 	public static ActuatorPaths of(Environment environment, ListableBeanFactory beans, boolean servlet) {
 		String base = trimmed(environment.getProperty("management.endpoints.web.base-path", "/actuator"));
 		String servletPath = servlet ? trimmed(environment.getProperty("spring.mvc.servlet.path", "")) : "";
-		if (!base.isEmpty()) {
-			return new ActuatorPaths(() -> List.of(servletPath + base));
-		}
-		if (!ClassUtils.isPresent(PATH_MAPPED_ENDPOINTS, ActuatorPaths.class.getClassLoader())) {
-			return new ActuatorPaths(List::of); // no actuator, no endpoints
-		}
-		return new ActuatorPaths(() -> Endpoints.paths(beans).stream().map((path) -> servletPath + trimmed(path))
-			.filter((path) -> !path.isEmpty())
-			.toList());
+		ClassLoader classLoader = ActuatorPaths.class.getClassLoader();
+		boolean endpoints = ClassUtils.isPresent(PATH_MAPPED_ENDPOINTS, classLoader);
+		boolean ports = ClassUtils.isPresent(MANAGEMENT_PORT_TYPE, classLoader);
+		return new ActuatorPaths(() -> {
+			if (ports && !Endpoints.onTheApplicationsServer(environment)) {
+				return List.of(); // the actuator has a server of its own (or none): here, every path is the application's
+			}
+			List<String> paths = new ArrayList<>();
+			if (!base.isEmpty()) {
+				paths.add(base);
+			}
+			if (endpoints) {
+				paths.addAll(Endpoints.paths(beans, base.isEmpty()));
+			}
+			return paths.stream().map(ActuatorPaths::trimmed).filter((path) -> !path.isEmpty())
+				.map((path) -> servletPath + path)
+				.distinct()
+				.toList();
+		});
 	}
 
 	/**
@@ -104,9 +121,30 @@ public final class ActuatorPaths {
 	/** Loaded only when the actuator is there. */
 	private static final class Endpoints {
 
-		static Collection<String> paths(ListableBeanFactory beans) {
+		/** Whether the actuator's endpoints are served by the application's own server. */
+		static boolean onTheApplicationsServer(Environment environment) {
+			return ManagementPortType.get(environment) == ManagementPortType.SAME;
+		}
+
+		/**
+		 * The actuator's paths that are not under its base path: every exposed endpoint's when it is served at
+		 * the root, and the additional paths on the application's server ({@code /livez} and {@code /readyz}
+		 * with {@code management.endpoint.health.probes.add-additional-paths}: a liveness probe answered 429
+		 * restarts the pod).
+		 */
+		static List<String> paths(ListableBeanFactory beans, boolean atTheRoot) {
 			PathMappedEndpoints endpoints = beans.getBeanProvider(PathMappedEndpoints.class).getIfAvailable();
-			return (endpoints != null) ? endpoints.getAllPaths() : List.of();
+			if (endpoints == null) {
+				return List.of();
+			}
+			List<String> paths = new ArrayList<>();
+			if (atTheRoot) {
+				paths.addAll(endpoints.getAllPaths());
+			}
+			for (PathMappedEndpoint endpoint : endpoints) {
+				paths.addAll(endpoint.getAdditionalPaths(WebServerNamespace.SERVER));
+			}
+			return paths;
 		}
 	}
 }
