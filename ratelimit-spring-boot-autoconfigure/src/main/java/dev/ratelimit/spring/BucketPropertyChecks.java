@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Set;
+import java.util.TreeMap;
 import java.util.stream.Collectors;
 import java.util.regex.Pattern;
 
@@ -127,6 +128,23 @@ final class BucketPropertyChecks {
 			"web.rules.cost", new Typed(Long.class, "a whole number >= 0 (default 1)"));
 
 	private BucketPropertyChecks() {
+	}
+
+	/**
+	 * The types the conversion check binds each bucket property to, which must be the properties' own
+	 * ({@code ConfigurationMetadataTests} keeps them equal to the generated metadata).
+	 */
+	static Map<String, Class<?>> checkedTypes() {
+		Map<String, Class<?>> types = new TreeMap<>();
+		TYPED.forEach((name, typed) -> types.put(name, typed.type()));
+		return types;
+	}
+
+	/** As {@link #checkedTypes()}, for the properties outside the buckets. */
+	static Map<String, Class<?>> checkedTypesOutsideBuckets() {
+		Map<String, Class<?>> types = new TreeMap<>();
+		TYPED_OUTSIDE_BUCKETS.forEach((name, typed) -> types.put(name, typed.type()));
+		return types;
 	}
 
 	/**

@@ -54,5 +54,25 @@ class ConfigurationMetadataTests {
 			.sorted()
 			.toList();
 		assertThat(checked).isEqualTo(outside);
+		// the conversion check binds each value to the property's own type, and knows every typed property
+		// (enums and strings aside: the choices check and no check)
+		BucketPropertyChecks.checkedTypes()
+			.forEach((name, type) -> assertThat(properties.get("ratelimit.buckets.*." + name).get("type"))
+				.as("type of ratelimit.buckets.*.%s", name)
+				.isEqualTo(type.getName()));
+		BucketPropertyChecks.checkedTypesOutsideBuckets().forEach((name, type) -> {
+			if (!name.startsWith("web.rules.")) {
+				assertThat(properties.get("ratelimit." + name).get("type")).as("type of ratelimit.%s", name)
+					.isEqualTo(type.getName());
+			}
+		});
+		List<String> typed = properties.entrySet().stream()
+			.filter((entry) -> entry.getKey().startsWith("ratelimit.buckets.*."))
+			.filter((entry) -> !String.valueOf(entry.getValue().get("type")).equals(String.class.getName())
+					&& !String.valueOf(entry.getValue().get("type")).startsWith("dev.ratelimit."))
+			.map((entry) -> entry.getKey().substring("ratelimit.buckets.*.".length()))
+			.sorted()
+			.toList();
+		assertThat(BucketPropertyChecks.checkedTypes().keySet()).containsExactlyElementsOf(typed);
 	}
 }
