@@ -72,7 +72,7 @@ class RedisSentinelTests {
 				bucket.snapshot();
 				return bucket.isUp();
 			}, 30);
-			await(() -> bucket.snapshot().inFlight() == 0, 5);
+			await(() -> bucket.snapshot().inFlight() == 0, 30);
 			assertThat(bucket.snapshot().inFlight()).as("in flight on the new master, every permit closed").isZero();
 			assertThat(bucket.tryAcquire(2)).as("the whole limit, nothing running").isTrue();
 		}
@@ -155,10 +155,29 @@ class RedisSentinelTests {
 		}
 	}
 
-	private static void await(BooleanSupplier condition, int seconds) throws InterruptedException {
+	/**
+	 * Waits until {@code condition} holds, at most {@code seconds}; a condition that throws (a connection that
+	 * Sentinel reset while it reconfigured the server it reads) is asked again.
+	 *
+	 * @return whether it held
+	 */
+	private static boolean await(BooleanSupplier condition, int seconds) throws InterruptedException {
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-		while (!condition.getAsBoolean() && System.nanoTime() < deadline) {
+		while (!holds(condition)) {
+			if (System.nanoTime() >= deadline) {
+				return false;
+			}
 			Thread.sleep(50);
+		}
+		return true;
+	}
+
+	private static boolean holds(BooleanSupplier condition) {
+		try {
+			return condition.getAsBoolean();
+		}
+		catch (RuntimeException ex) {
+			return false; // asked again: Lettuce reconnects
 		}
 	}
 
@@ -254,8 +273,8 @@ class RedisSentinelTests {
 
 		/** Waits until {@code count} clients are subscribed on the sentinel (CLIENT LIST: {@code sub=1}). */
 		void awaitSubscribedOnSentinel(int count) throws InterruptedException {
-			await(() -> subscribedOnSentinel() == count, 30);
-			assertThat(subscribedOnSentinel()).as("clients subscribed on the sentinel").isEqualTo(count);
+			assertThat(await(() -> subscribedOnSentinel() == count, 30)).as("%d clients subscribed on the sentinel", count)
+				.isTrue();
 		}
 
 		private long subscribedOnSentinel() {
@@ -288,8 +307,8 @@ class RedisSentinelTests {
 
 		/** Waits until the replica has every write the master has. */
 		void awaitReplicated() throws InterruptedException {
-			await(() -> offset(this.masterPort) == offset(this.replicaPort), 10);
-			assertThat(offset(this.replicaPort)).as("replica offset").isEqualTo(offset(this.masterPort));
+			assertThat(await(() -> offset(this.masterPort) == offset(this.replicaPort), 30))
+				.as("the replica has every write of the master").isTrue();
 		}
 
 		private long offset(int port) {
@@ -311,9 +330,8 @@ class RedisSentinelTests {
 					return false;
 				}
 			}, 20);
-			await(() -> masterPortNamed() == this.replicaPort, 20);
-			assertThat(masterPortNamed()).as("the master Sentinel names")
-				.isEqualTo(this.replicaPort);
+			assertThat(await(() -> masterPortNamed() == this.replicaPort, 30)).as("Sentinel names the replica master")
+				.isTrue();
 		}
 
 		private int masterPortNamed() {
@@ -334,8 +352,8 @@ class RedisSentinelTests {
 
 		/** Waits until Sentinel has turned the old master into a replica (and killed its clients). */
 		void awaitOldMasterIsReplica() throws InterruptedException {
-			await(() -> data(this.masterPort).info("replication").contains("role:slave"), 40);
-			assertThat(data(this.masterPort).info("replication")).as("the old master").contains("role:slave");
+			assertThat(await(() -> data(this.masterPort).info("replication").contains("role:slave"), 40))
+				.as("the old master is a replica").isTrue();
 		}
 
 		private final Map<Integer, RedisCommands<String, String>> data = new HashMap<>();
