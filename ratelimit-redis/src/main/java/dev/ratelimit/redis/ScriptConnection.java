@@ -275,20 +275,7 @@ final class ScriptConnection implements AutoCloseable {
 			if (this.closed) {
 				return;
 			}
-			StatefulConnection<String, String> old = this.connection;
-			this.commands = null;
-			this.connection = null;
-			if (old != null) {
-				old.closeAsync();
-			}
-			StatefulRedisPubSubConnection<String, String> oldPubSub;
-			synchronized (this) {
-				oldPubSub = this.pubSub;
-				this.pubSub = null;
-			}
-			if (oldPubSub != null) {
-				oldPubSub.closeAsync();
-			}
+			closeConnections();
 			if (open() && !this.closed) {
 				this.followed = address;
 				logger.info("Rate limit buckets on " + this.description + " moved to the new master at " + address
@@ -430,15 +417,23 @@ final class ScriptConnection implements AutoCloseable {
 		if (sentinels != null) {
 			sentinels.close();
 		}
+		closeConnections();
+	}
+
+	/** Closes the script connection and the wake-ups' (on close, and before reopening on a new master). */
+	private void closeConnections() {
 		StatefulConnection<String, String> open = this.connection;
+		this.commands = null;
+		this.connection = null;
 		if (open != null) {
-			this.commands = null;
-			this.connection = null;
 			open.closeAsync();
 		}
-		StatefulRedisPubSubConnection<String, String> subscribed = this.pubSub;
-		if (subscribed != null) {
+		StatefulRedisPubSubConnection<String, String> subscribed;
+		synchronized (this) {
+			subscribed = this.pubSub;
 			this.pubSub = null;
+		}
+		if (subscribed != null) {
 			subscribed.closeAsync();
 		}
 	}
