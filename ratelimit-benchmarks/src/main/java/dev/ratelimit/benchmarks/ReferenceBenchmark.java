@@ -39,6 +39,31 @@ public class ReferenceBenchmark {
 		return this.counter.getAndAdd(1);
 	}
 
+	/** A word and a log of the calling thread's own, padded apart from every other thread's. */
+	@State(Scope.Thread)
+	public static class Stripe {
+
+		long p1, p2, p3, p4, p5, p6, p7;
+
+		final java.util.concurrent.atomic.AtomicLong word = new java.util.concurrent.atomic.AtomicLong(1L << 40);
+
+		long q1, q2, q3, q4, q5, q6, q7;
+
+		final long[] log = new long[2048];
+	}
+
+	@Benchmark
+	public long nanoTimeAndOwnCasAndLog(Stripe stripe) {
+		long now = System.nanoTime();
+		long w = stripe.word.get();
+		int i = (int) (w & 1023);
+		if (stripe.word.compareAndSet(w, w + 1)) {
+			stripe.log[2 * i] = now;
+			stripe.log[2 * i + 1] = 1;
+		}
+		return w;
+	}
+
 	@Benchmark
 	public long nanoTimeAndGetAndAdd() {
 		return System.nanoTime() + this.counter.getAndAdd(1);
