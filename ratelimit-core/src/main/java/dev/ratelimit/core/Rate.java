@@ -246,6 +246,22 @@ public final class Rate {
 	}
 
 	/**
+	 * The fraction of the next token earned in {@code nanos}, as its numerator over
+	 * {@link #denominator()}: {@code nanos * numerator mod denominator}. Two durations that earn the
+	 * same whole tokens earn the next one in the same order as their fractions, smallest last.
+	 *
+	 * @param nanos a duration in nanoseconds, {@code >= 0}, earning fewer than {@code 2^63} tokens
+	 * @return {@code 0..denominator - 1}
+	 */
+	long fractionIn(long nanos) {
+		if (this.denominator == 1 || nanos <= 0) {
+			return 0;
+		}
+		// exact in the low 64 bits: the true difference lies in 0..denominator - 1
+		return nanos * this.numerator - Arithmetic.mulDiv(nanos, this.numerator, this.denominator) * this.denominator;
+	}
+
+	/**
 	 * The shortest time in which {@code tokens} whole tokens are earned:
 	 * {@code ceil(tokens * denominator / numerator)} nanoseconds.
 	 *

@@ -7,6 +7,7 @@ import java.util.Arrays;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.IntSupplier;
 import java.util.function.LongSupplier;
 
 import org.jspecify.annotations.Nullable;
@@ -197,6 +198,18 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private volatile State state;
 
+	/** Striped mode's stripes, made the first time it is entered (guarded by {@link #lock}). */
+	private @Nullable Stripes stripeSet;
+
+	/** Tests only: stripe whenever allowed, each caller on the stripe this chooses. */
+	private volatile @Nullable IntSupplier eagerStripeChooser;
+
+	/** Striped mode (S1): the tail before the stripes' reservation (guarded by {@link #lock}). */
+	private long stripeFrom;
+
+	/** Striped mode (S1): the tokens reserved for the stripes (guarded by {@link #lock}). */
+	private long stripeReserved;
+
 	@SuppressWarnings("unused")
 	private volatile long tail;
 
@@ -264,11 +277,12 @@ public final class SharedTokenBucket implements RateLimiter {
 	public long grab(long n) {
 		checkCost(n);
 		long now = now();
-		long ticket = tryFastClaim(n, now, false);
+		long ticket = tryFastClaim(n, now, false, false);
 		if (ticket != NO_TICKET && ticket != REFUSED) {
 			return ticket;
 		}
 		synchronized (this.lock) {
+			unstripeLocked();
 			return claimLocked(n, now(), false);
 		}
 	}
@@ -339,6 +353,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return;
 		}
 		synchronized (this.lock) {
+			unstripeLocked();
 			long now = now();
 			State s = foldReached(now);
 			long tl = (long) TAIL.getVolatile(this);
@@ -372,6 +387,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return;
 		}
 		synchronized (this.lock) {
+			unstripeLocked();
 			long now = now();
 			claimLocked(n, now, true);
 			if (this.cappedRelease) {
@@ -394,6 +410,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		boolean hole;
 		synchronized (this.lock) {
+			unstripeLocked();
 			hole = giveBackLocked(ticket, n, now());
 		}
 		if (hole) {
@@ -436,6 +453,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			throw new IllegalArgumentException("rate must not be null");
 		}
 		synchronized (this.lock) {
+			unstripeLocked();
 			long now = now();
 			State s = foldReached(now);
 			settleFull(s, now);
@@ -459,6 +477,7 @@ public final class SharedTokenBucket implements RateLimiter {
 					+ " (the threshold), was " + newLimit);
 		}
 		synchronized (this.lock) {
+			unstripeLocked();
 			long now = now();
 			State s = foldReached(now);
 			if (settleFull(s, now)) {
@@ -488,8 +507,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		long ticket = tryFastClaim(n, now(), true);
-		if (ticket == REFUSED || (ticket == NO_TICKET && !tryClaimLocked(n))) {
+		if (!claimCovered(n)) {
 			this.stats.recordRejected();
 			return false;
 		}
@@ -509,8 +527,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			return Permit.noop();
 		}
 		long now = now();
-		long ticket = tryFastClaim(n, now, true);
-		if (ticket != NO_TICKET && ticket != REFUSED) {
+		long ticket = tryFastClaim(n, now, true, true);
+		if (ticket != NO_TICKET && ticket != REFUSED && ticket != CONTENDED) {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
@@ -526,7 +544,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (n == 0) {
 			return new Claim(0, 0, maxWait, now);
 		}
-		long ticket = tryFastClaim(n, now, true);
+		long ticket = tryFastClaim(n, now, true, false); // (a reservation needs its ticket, a stripe has none)
 		if (ticket != NO_TICKET && ticket != REFUSED) {
 			return new Claim(ticket, n, maxWait, now);
 		}
@@ -543,6 +561,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long ticket;
 		boolean hole;
 		synchronized (this.lock) {
+			unstripeLocked();
 			long now = now();
 			ticket = claimLocked(n, now, false);
 			State s = this.state;
@@ -573,6 +592,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long now;
 		long pending = 0;
 		synchronized (this.lock) {
+			unstripeLocked();
 			// the tail before the clock: every grab it shows read the clock before moving it, so none is
 			// later than now (read the other way, a grab after the clock read shows as tokens owed)
 			tl = (long) TAIL.getVolatile(this);
@@ -641,6 +661,20 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** What {@link #tryFastClaim} returns when the tokens are not there (and the lock could not help). */
 	private static final long REFUSED = Long.MIN_VALUE + 1;
 
+	/**
+	 * What {@link #tryFastClaim} returns to a covered claim that lost the tail to another caller while the
+	 * bucket held enough tokens to stripe (S1): the lock decides, then stripes.
+	 */
+	private static final long CONTENDED = Long.MIN_VALUE + 2;
+
+	/** What {@link #tryFastClaim} returns for tokens taken from a stripe (S2): covered, no ticket. */
+	private static final long STRIPED = Long.MIN_VALUE + 3;
+
+	/** The fewest tokens per stripe worth striping for (tests that stripe eagerly take 1). */
+	private static final long STRIPE_MIN_BUDGET = 16;
+
+	private static final int STRIPE_COUNT = Stripes.defaultCount();
+
 	/** I5: the clock, never earlier than a reading already seen. */
 	private long now() {
 		long t = this.clock.getAsLong();
@@ -658,18 +692,27 @@ public final class SharedTokenBucket implements RateLimiter {
 	/**
 	 * The lock-free path (I6): claims {@code n} tokens with one CAS on the tail when no structure is in
 	 * the way (no capped release, no holes, and no epoch restart needed by I2); {@code covered} asks
-	 * for tokens that are there now, otherwise the claim is made whatever it waits for.
+	 * for tokens that are there now, otherwise the claim is made whatever it waits for. With
+	 * {@code stripe} (a covered claim that needs no ticket) it takes them from its stripe in striped
+	 * mode (S2) and returns {@link #STRIPED}, or says {@link #CONTENDED} after losing the tail (S1).
 	 *
 	 * @return the ticket, or {@link #NO_TICKET} when the caller must take the lock (or, with
 	 *         {@code covered}, when the tokens are not there)
 	 */
-	private long tryFastClaim(long n, long now, boolean covered) {
+	private long tryFastClaim(long n, long now, boolean covered, boolean stripe) {
 		if (this.cappedRelease) {
 			return NO_TICKET;
 		}
 		int backoff = BACKOFF_SPINS;
 		for (;;) {
 			State s = this.state;
+			Stripes stripes = s.stripes;
+			if (stripes != null) {
+				return (stripe && stripes.take(n, now)) ? STRIPED : NO_TICKET; // S2
+			}
+			if (stripe && this.eagerStripeChooser != null) {
+				return CONTENDED;
+			}
 			long tl = (long) TAIL.getVolatile(this);
 			if (s.holes.length != 0) {
 				return NO_TICKET;
@@ -696,7 +739,7 @@ public final class SharedTokenBucket implements RateLimiter {
 				}
 				next = tl + n;
 			}
-			if (next == NO_TICKET || next == REFUSED) {
+			if (next == NO_TICKET || next == REFUSED || next == CONTENDED || next == STRIPED) {
 				return NO_TICKET;
 			}
 			if (TAIL.compareAndSet(this, tl, next)) {
@@ -704,6 +747,10 @@ public final class SharedTokenBucket implements RateLimiter {
 					return next;
 				}
 				return recheck(next, n, covered);
+			}
+			if (stripe && this.threshold == 1
+					&& Math.min(s.base + tokens - tl, s.limit) >= STRIPE_MIN_BUDGET * STRIPE_COUNT) {
+				return CONTENDED; // S1: another caller took the tail meanwhile, and there are tokens to share out
 			}
 			// another caller won the tail: let it have the cache line for a while before trying again,
 			// longer after each loss (on 2 threads this triples the throughput of a bare retry)
@@ -718,6 +765,10 @@ public final class SharedTokenBucket implements RateLimiter {
 	private long recheck(long ticket, long n, boolean covered) {
 		boolean hole;
 		synchronized (this.lock) {
+			if (this.state.stripes != null && ticket - this.stripeFrom <= 0) {
+				return ticket; // S1: claimed before the stripes' reservation, which left it covered
+			}
+			unstripeLocked();
 			long now = now();
 			State s = foldReached(now);
 			if (!covered || missing(this.ceil, s, ticket, now) == 0) {
@@ -731,25 +782,201 @@ public final class SharedTokenBucket implements RateLimiter {
 		return NO_TICKET;
 	}
 
-	/** Takes {@code n} tokens that are there now, under the lock, or nothing. */
-	private boolean tryClaimLocked(long n) {
-		synchronized (this.lock) {
-			long now = now();
-			State s = foldReached(now);
-			if (s.holes.length != 0) {
-				return false; // callers wait ahead of this one
-			}
-			long tl = (long) TAIL.getVolatile(this);
-			long available = s.visibleHead(now, tl) - tl;
-			if (this.cappedRelease) {
-				available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
-			}
-			if (available < n) {
+	/**
+	 * A claim of {@code n} tokens that are there now, or nothing: the fast paths (a stripe or the tail),
+	 * then the lock (S4).
+	 */
+	private boolean claimCovered(long n) {
+		for (int attempt = 0;; attempt++) {
+			State seen = this.state;
+			long ticket = tryFastClaim(n, now(), true, true);
+			if (ticket == REFUSED) {
 				return false;
 			}
-			claimLocked(n, now, false);
-			return true;
+			if (ticket != NO_TICKET && ticket != CONTENDED) {
+				return true;
+			}
+			synchronized (this.lock) {
+				State current = this.state;
+				if (current.stripes != null && current != seen && attempt < 2) {
+					continue; // S4: another caller folded and striped again meanwhile; its stripes may hold them
+				}
+				return claimAvailableLocked(n, ticket == CONTENDED);
+			}
 		}
+	}
+
+	/**
+	 * Under the lock: takes {@code n} tokens that are there now, or nothing; then stripes (S1) when the
+	 * bucket was striped, the tail was contended, or a test asks for it.
+	 */
+	private boolean claimAvailableLocked(long n, boolean contended) {
+		boolean wasStriped = unstripeLocked();
+		long now = now();
+		State s = foldReached(now);
+		if (s.holes.length != 0) {
+			return false; // callers wait ahead of this one
+		}
+		long tl = (long) TAIL.getVolatile(this);
+		long available = s.visibleHead(now, tl) - tl;
+		if (this.cappedRelease) {
+			available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
+		}
+		boolean granted = available >= n;
+		if (granted) {
+			claimLocked(n, now, false);
+		}
+		if (wasStriped || contended || this.eagerStripeChooser != null) {
+			stripeLocked(now);
+		}
+		return granted;
+	}
+
+	/**
+	 * S1, under the lock: reserves tokens for the stripes, an equal budget each, and enters striped mode,
+	 * when the bucket allows it: uncapped, a threshold of 1, nobody waiting, no holes, and at least
+	 * {@link #STRIPE_MIN_BUDGET} tokens per stripe available.
+	 *
+	 * @return whether it striped
+	 */
+	private boolean stripeLocked(long now) {
+		IntSupplier eager = this.eagerStripeChooser;
+		if (this.cappedRelease || this.threshold != 1 || !this.sleepers.isEmpty() || this.state.stripes != null) {
+			return false;
+		}
+		State s = foldReached(now);
+		if (s.holes.length != 0 || s.charges.length != 0) {
+			return false;
+		}
+		settleFull(s, now); // I2: the level at this instant is at most the limit
+		s = this.state;
+		Stripes stripes = this.stripeSet;
+		if (stripes == null) {
+			stripes = new Stripes(STRIPE_COUNT, eager);
+			this.stripeSet = stripes;
+		}
+		long least = (eager != null) ? 1 : STRIPE_MIN_BUDGET;
+		long head = s.headAt(now);
+		int count = stripes.count();
+		long tl = (long) TAIL.getVolatile(this);
+		if ((head - tl) / count < least) {
+			return false;
+		}
+		this.state = s.withStripes(stripes); // published before the tail moves (I6): fast claims re-check
+		for (;;) {
+			long perStripe = Math.min(Stripes.MAX_BUDGET, (head - tl) / count);
+			if (perStripe < least) {
+				this.state = s.withBase(s.base, s.holes); // a fast claim took them meanwhile
+				return false;
+			}
+			long reserved = perStripe * count;
+			if (TAIL.compareAndSet(this, tl, tl + reserved)) {
+				this.stripeFrom = tl;
+				this.stripeReserved = reserved;
+				stripes.open(perStripe, now);
+				return true;
+			}
+			tl = (long) TAIL.getVolatile(this);
+		}
+	}
+
+	/**
+	 * S3, under the lock: closes the stripes and folds what they granted into the epoch, exactly; the
+	 * bucket is in rover mode after it.
+	 *
+	 * @return whether it was striped
+	 */
+	private boolean unstripeLocked() {
+		State s = this.state;
+		Stripes stripes = s.stripes;
+		if (stripes == null) {
+			return false;
+		}
+		stripes.closeAll();
+		long now = now(); // after closing: every time logged was read before it
+		int count = stripes.count();
+		int[] at = stripes.cursors();
+		long granted = 0;
+		for (int i = 0; i < count; i++) {
+			at[i] = stripes.entries(i) - 1;
+			granted += stripes.granted(i);
+		}
+		Rate rate = s.rate;
+		long limit = s.limit;
+		long end = this.stripeFrom + this.stripeReserved; // every reserved token counts as claimed ...
+		// ... and the candidates for the level at now, head - end: the smallest is the level (S3)
+		long level = limit; // full: the epoch restarts now
+		long start = now;
+		long base = end + limit;
+		long fraction = 0;
+		long uncapped = s.headAt(now) - this.stripeFrom - granted; // no grant found the bucket full
+		long uncappedFraction = rate.fractionIn(now - s.start);
+		if (uncapped < level) {
+			level = uncapped;
+			start = s.start;
+			base = s.base + this.stripeReserved - granted; // the budgets not used go back
+			fraction = uncappedFraction;
+		}
+		long window = rate.nanosFor(granted); // a grant this long ago cannot bound the level any more
+		long since = 0; // tokens granted at or after the entry at hand
+		for (;;) {
+			int pick = -1;
+			long t = 0;
+			for (int i = 0; i < count; i++) {
+				if (at[i] >= 0) {
+					long ti = stripes.time(i, at[i]);
+					if (pick < 0 || ti - t > 0) {
+						pick = i;
+						t = ti;
+					}
+				}
+			}
+			if (pick < 0) {
+				break;
+			}
+			if (t - now > 0) {
+				t = now; // a clock that is not monotonic across threads: nothing is later than the fold
+			}
+			if (now - t >= window) {
+				break; // this entry and every older one leave the level above the limit
+			}
+			since += stripes.tokens(pick, at[pick]--);
+			// the bucket full just before this grant: limit - since, plus what came after it
+			long d = now - t;
+			long candidate = limit - since + rate.tokensIn(d);
+			long f = rate.fractionIn(d);
+			if (candidate < level || candidate == level && f < fraction) {
+				level = candidate;
+				start = t;
+				base = end + limit - since;
+				fraction = f;
+			}
+		}
+		this.state = new State(rate, start, base, limit, NO_HOLES, NO_HOLES);
+		return true;
+	}
+
+	/**
+	 * Tests only: from now on, a covered claim stripes whenever the bucket allows it (not only when
+	 * contended, and from one token per stripe), each caller on the stripe {@code stripeOfCaller} says
+	 * (modulo {@link #stripes()}).
+	 */
+	void stripeEagerly(IntSupplier stripeOfCaller) {
+		synchronized (this.lock) {
+			unstripeLocked();
+			this.stripeSet = new Stripes(STRIPE_COUNT, stripeOfCaller);
+			this.eagerStripeChooser = stripeOfCaller;
+		}
+	}
+
+	/** The number of stripes in striped mode. */
+	int stripes() {
+		return STRIPE_COUNT;
+	}
+
+	/** Whether the bucket is in striped mode now. */
+	boolean isStriped() {
+		return this.state.stripes != null;
 	}
 
 	/**
@@ -1040,13 +1267,26 @@ public final class SharedTokenBucket implements RateLimiter {
 		 */
 		final long[] charges;
 
+		/** Striped mode (S1): the stripes; {@code null} in rover mode. */
+		final @Nullable Stripes stripes;
+
 		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
+			this(rate, start, base, limit, holes, charges, null);
+		}
+
+		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges,
+				@Nullable Stripes stripes) {
 			this.rate = rate;
 			this.start = start;
 			this.base = base;
 			this.limit = limit;
 			this.holes = holes;
 			this.charges = charges;
+			this.stripes = stripes;
+		}
+
+		State withStripes(Stripes stripes) {
+			return new State(this.rate, this.start, this.base, this.limit, this.holes, this.charges, stripes);
 		}
 
 		/** Whole tokens made since the start of the epoch. */

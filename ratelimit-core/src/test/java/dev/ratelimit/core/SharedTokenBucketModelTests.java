@@ -65,6 +65,9 @@ class SharedTokenBucketModelTests {
 
 		private final boolean capped;
 
+		/** Striped mode (S1-S5): callers on random stripes, and fewer snapshots, which fold. */
+		private final boolean striped;
+
 		private SharedTokenBucket bucket;
 
 		private Reference ref;
@@ -82,6 +85,7 @@ class SharedTokenBucketModelTests {
 			this.seed = seed;
 			this.random = new SplittableRandom(seed);
 			this.capped = this.random.nextInt(4) == 0;
+			this.striped = !this.capped && this.random.nextInt(3) == 0;
 		}
 
 		void execute() {
@@ -89,7 +93,15 @@ class SharedTokenBucketModelTests {
 				build();
 				for (int step = 0; step < STEPS; step++) {
 					step();
-					check();
+					if (!this.striped || this.random.nextInt(4) == 0) {
+						check();
+					}
+					else {
+						// both read the clock at every step, as a check does (a clock that goes back is
+						// measured against the latest reading, I5), without folding the stripes
+						this.ref.advance(this.clock.getAsLong());
+						this.bucket.deficiency(0);
+					}
 				}
 			}
 			catch (AssertionError | RuntimeException ex) {
@@ -119,7 +131,12 @@ class SharedTokenBucketModelTests {
 				.clock(this.clock)
 				.build();
 			this.ref = new Reference(rate[0], rate[1], limit, initial, this.clock.getAsLong(), this.capped);
-			log("build rate=%d per %dns limit=%d initial=%d capped=%s", rate[0], rate[1], limit, initial, this.capped);
+			if (this.striped) {
+				SplittableRandom stripes = this.random.split();
+				this.bucket.stripeEagerly(() -> stripes.nextInt(4));
+			}
+			log("build rate=%d per %dns limit=%d initial=%d capped=%s striped=%s", rate[0], rate[1], limit, initial,
+					this.capped, this.striped);
 		}
 
 		private long[] randomRate() {
@@ -166,6 +183,10 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void step() {
+			if (this.striped && this.random.nextInt(3) != 0) {
+				burst();
+				return;
+			}
 			int op = this.random.nextInt(100);
 			if (op < 22) {
 				moveClock();
@@ -221,12 +242,35 @@ class SharedTokenBucketModelTests {
 			log("clock %+d ns", delta);
 		}
 
+		/**
+		 * Striped runs: small takes on random stripes at one instant or a few nanoseconds apart, where the
+		 * order and the times of the grants decide the level (a full bucket wastes time, I2).
+		 */
+		private void burst() {
+			if (this.random.nextInt(3) == 0) {
+				long delta = switch (this.random.nextInt(4)) {
+					case 0 -> 0;
+					case 1 -> 1;
+					case 2 -> 1 + this.random.nextLong(Math.max(1, Math.min(this.ref.intervalNanos(), YEAR)));
+					default -> -1;
+				};
+				this.elapsed += Math.max(delta, 0);
+				this.clock.advanceNanos(delta);
+				log("clock %+d ns", delta);
+				return;
+			}
+			tryAcquire(1 + this.random.nextInt(3));
+		}
+
 		private void tryAcquire() {
-			long n = randomCost();
+			tryAcquire(randomCost());
+		}
+
+		private void tryAcquire(long n) {
 			this.ref.advance(this.clock.getAsLong());
 			boolean expected = this.ref.tryAcquire(n);
 			boolean actual = this.bucket.tryAcquire(n);
-			log("tryAcquire(%d) -> %s (reference %s)", n, actual, expected);
+			log("tryAcquire(%d) -> %s (reference %s)%s", n, actual, expected, this.bucket.isStriped() ? " striped" : "");
 			equal("tryAcquire(" + n + ")", actual, expected);
 			if (actual) {
 				// capped: the caller of tryAcquire releases what it took itself
