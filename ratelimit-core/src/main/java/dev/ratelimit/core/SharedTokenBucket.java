@@ -161,11 +161,14 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static final VarHandle SEEN;
 
+	private static final VarHandle FOLDER;
+
 	static {
 		try {
 			MethodHandles.Lookup lookup = MethodHandles.lookup();
 			TAIL = lookup.findVarHandle(SharedTokenBucket.class, "tail", long.class);
 			SEEN = lookup.findVarHandle(SharedTokenBucket.class, "seen", long.class);
+			FOLDER = lookup.findVarHandle(SharedTokenBucket.class, "folding", boolean.class);
 		}
 		catch (ReflectiveOperationException ex) {
 			throw new ExceptionInInitializerError(ex);
@@ -209,6 +212,10 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	/** Striped mode (S1): the tokens reserved for the stripes (guarded by {@link #lock}). */
 	private long stripeReserved;
+
+	/** S4: a caller is folding the stripes, the others wait for it (set by CAS, before the lock). */
+	@SuppressWarnings("unused")
+	private volatile boolean folding;
 
 	@SuppressWarnings("unused")
 	private volatile long tail;
@@ -528,7 +535,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		long now = now();
 		long ticket = tryFastClaim(n, now, true, true);
-		if (ticket != NO_TICKET && ticket != REFUSED && ticket != CONTENDED) {
+		if (ticket != NO_TICKET && ticket != REFUSED && ticket != CONTENDED && ticket != FOLDING) {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
@@ -670,6 +677,12 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** What {@link #tryFastClaim} returns for tokens taken from a stripe (S2): covered, no ticket. */
 	private static final long STRIPED = Long.MIN_VALUE + 3;
 
+	/** What {@link #tryFastClaim} returns when the caller's stripe is closed: another caller folds (S4). */
+	private static final long FOLDING = Long.MIN_VALUE + 4;
+
+	/** Spin-waits for a fold by another caller before taking the lock (S4): a fold takes a few microseconds. */
+	private static final int FOLD_SPINS = 1 << 12;
+
 	/** The fewest tokens per stripe worth striping for (tests that stripe eagerly take 1). */
 	private static final long STRIPE_MIN_BUDGET = 16;
 
@@ -708,7 +721,14 @@ public final class SharedTokenBucket implements RateLimiter {
 			State s = this.state;
 			Stripes stripes = s.stripes;
 			if (stripes != null) {
-				return (stripe && stripes.take(n, now)) ? STRIPED : NO_TICKET; // S2
+				if (!stripe) {
+					return NO_TICKET;
+				}
+				int taken = stripes.take(n, now); // S2
+				return (taken == Stripes.TAKEN) ? STRIPED : (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET;
+			}
+			if (s.held) {
+				return stripe ? FOLDING : NO_TICKET; // S4
 			}
 			if (stripe && this.eagerStripeChooser != null) {
 				return CONTENDED;
@@ -739,7 +759,7 @@ public final class SharedTokenBucket implements RateLimiter {
 				}
 				next = tl + n;
 			}
-			if (next == NO_TICKET || next == REFUSED || next == CONTENDED || next == STRIPED) {
+			if (next == NO_TICKET || next == REFUSED || next == CONTENDED || next == STRIPED || next == FOLDING) {
 				return NO_TICKET;
 			}
 			if (TAIL.compareAndSet(this, tl, next)) {
@@ -787,21 +807,50 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * then the lock (S4).
 	 */
 	private boolean claimCovered(long n) {
+		Stripes stripes = this.state.stripes;
+		if (stripes != null && stripes.take(n, now()) == Stripes.TAKEN) {
+			return true; // S2, kept apart from the rest so that it compiles small
+		}
+		return claimCoveredSlowly(n);
+	}
+
+	private boolean claimCoveredSlowly(long n) {
 		for (int attempt = 0;; attempt++) {
 			State seen = this.state;
 			long ticket = tryFastClaim(n, now(), true, true);
 			if (ticket == REFUSED) {
 				return false;
 			}
-			if (ticket != NO_TICKET && ticket != CONTENDED) {
+			if (ticket != NO_TICKET && ticket != CONTENDED && ticket != FOLDING) {
 				return true;
 			}
-			synchronized (this.lock) {
-				State current = this.state;
-				if (current.stripes != null && current != seen && attempt < 2) {
-					continue; // S4: another caller folded and striped again meanwhile; its stripes may hold them
+			boolean folder = false;
+			if (seen.stripes != null && attempt < 2) {
+				// S4: one caller folds, the others wait for its fold, which gives their stripes new budgets in a
+				// few microseconds, rather than queue for the lock it holds (which would park them)
+				folder = ticket == NO_TICKET && FOLDER.compareAndSet(this, false, true);
+				if (!folder) {
+					for (int spin = 0; spin < FOLD_SPINS && this.state == seen; spin++) {
+						Thread.onSpinWait();
+					}
+					if (this.state != seen) {
+						continue;
+					}
 				}
-				return claimAvailableLocked(n, ticket == CONTENDED);
+			}
+			try {
+				synchronized (this.lock) {
+					State current = this.state;
+					if (current.stripes != null && current != seen && attempt < 2) {
+						continue; // another caller folded and striped again meanwhile
+					}
+					return claimAvailableLocked(n, ticket == CONTENDED);
+				}
+			}
+			finally {
+				if (folder) {
+					this.folding = false;
+				}
 			}
 		}
 	}
@@ -811,25 +860,33 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * bucket was striped, the tail was contended, or a test asks for it.
 	 */
 	private boolean claimAvailableLocked(long n, boolean contended) {
-		boolean wasStriped = unstripeLocked();
-		long now = now();
-		State s = foldReached(now);
-		if (s.holes.length != 0) {
-			return false; // callers wait ahead of this one
+		boolean wasStriped = unstripeLocked(true);
+		try {
+			long now = now();
+			State s = foldReached(now);
+			if (s.holes.length != 0) {
+				return false; // callers wait ahead of this one
+			}
+			long tl = (long) TAIL.getVolatile(this);
+			long available = s.visibleHead(now, tl) - tl;
+			if (this.cappedRelease) {
+				available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
+			}
+			boolean granted = available >= n;
+			if (granted) {
+				claimLocked(n, now, false);
+			}
+			if (wasStriped || contended || this.eagerStripeChooser != null) {
+				stripeLocked(now);
+			}
+			return granted;
 		}
-		long tl = (long) TAIL.getVolatile(this);
-		long available = s.visibleHead(now, tl) - tl;
-		if (this.cappedRelease) {
-			available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
+		finally {
+			State s = this.state;
+			if (s.held) {
+				this.state = s.withBase(s.base, s.holes); // not striped again: the fast paths are open
+			}
 		}
-		boolean granted = available >= n;
-		if (granted) {
-			claimLocked(n, now, false);
-		}
-		if (wasStriped || contended || this.eagerStripeChooser != null) {
-			stripeLocked(now);
-		}
-		return granted;
 	}
 
 	/**
@@ -887,6 +944,15 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return whether it was striped
 	 */
 	private boolean unstripeLocked() {
+		return unstripeLocked(false);
+	}
+
+	/**
+	 * S3, as {@link #unstripeLocked()}; with {@code hold}, the state it publishes sends fast claims to wait
+	 * (S4), for a caller that stripes again before it lets go of the lock, so that they do not take the
+	 * tail for the moment in between.
+	 */
+	private boolean unstripeLocked(boolean hold) {
 		State s = this.state;
 		Stripes stripes = s.stripes;
 		if (stripes == null) {
@@ -952,7 +1018,7 @@ public final class SharedTokenBucket implements RateLimiter {
 				fraction = f;
 			}
 		}
-		this.state = new State(rate, start, base, limit, NO_HOLES, NO_HOLES);
+		this.state = new State(rate, start, base, limit, NO_HOLES, NO_HOLES, null, hold);
 		return true;
 	}
 
@@ -1270,12 +1336,15 @@ public final class SharedTokenBucket implements RateLimiter {
 		/** Striped mode (S1): the stripes; {@code null} in rover mode. */
 		final @Nullable Stripes stripes;
 
+		/** S4: a fold under the lock will stripe again: fast claims wait for it instead of taking the tail. */
+		final boolean held;
+
 		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
-			this(rate, start, base, limit, holes, charges, null);
+			this(rate, start, base, limit, holes, charges, null, false);
 		}
 
 		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges,
-				@Nullable Stripes stripes) {
+				@Nullable Stripes stripes, boolean held) {
 			this.rate = rate;
 			this.start = start;
 			this.base = base;
@@ -1283,10 +1352,11 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.holes = holes;
 			this.charges = charges;
 			this.stripes = stripes;
+			this.held = held;
 		}
 
 		State withStripes(Stripes stripes) {
-			return new State(this.rate, this.start, this.base, this.limit, this.holes, this.charges, stripes);
+			return new State(this.rate, this.start, this.base, this.limit, this.holes, this.charges, stripes, false);
 		}
 
 		/** Whole tokens made since the start of the epoch. */

@@ -21,8 +21,15 @@ import org.jspecify.annotations.Nullable;
  */
 final class Stripes {
 
-	/** Entries per stripe: a stripe whose log is full sends its callers to the lock, which folds. */
-	static final int LOG = 512;
+	/**
+	 * Entries a stripe's log holds at first; a stripe whose log is full sends its callers to the lock,
+	 * which folds, and doubles the log up to {@link #MAX_LOG}, so that a stripe under heavy use folds
+	 * rarely and one used a little costs little memory.
+	 */
+	static final int FIRST_LOG = 64;
+
+	/** The most entries a stripe's log holds (its count has 12 bits). */
+	static final int MAX_LOG = 2048;
 
 	static final long CLOSED = 1L << 63;
 
@@ -42,7 +49,7 @@ final class Stripes {
 
 	/** A thread's stripe, moved on when it finds another caller on it. */
 	private static final ThreadLocal<int[]> PROBE = ThreadLocal
-		.withInitial(() -> new int[] { ThreadLocalRandom.current().nextInt() });
+		.withInitial(() -> new int[] { ThreadLocalRandom.current().nextInt() | 1 }); // (xorshift keeps it non-zero)
 
 	static {
 		try {
@@ -83,23 +90,44 @@ final class Stripes {
 		return this.cursors;
 	}
 
-	/** Two stripes per processor, rounded up to a power of two, at most 64. */
+	/**
+	 * Two stripes per processor, rounded up to a power of two, at most 64: a thread that meets another on
+	 * its stripe moves to a random one, which is then most likely free.
+	 */
 	static int defaultCount() {
 		int cpus = Math.max(1, Runtime.getRuntime().availableProcessors());
 		return Math.min(64, Integer.highestOneBit(cpus * 2 - 1) << 1);
+	}
+
+	/** Moves a thread's probe to a random next value (xorshift: never 0 from a value that is not). */
+	private static int rehash(int[] probe) {
+		int p = probe[0];
+		p ^= p << 13;
+		p ^= p >>> 17;
+		p ^= p << 5;
+		probe[0] = p;
+		return p;
 	}
 
 	int count() {
 		return this.stripes.length;
 	}
 
+	/** What {@link #take} returns when it took the tokens. */
+	static final int TAKEN = 0;
+
+	/** What {@link #take} returns when the stripe is closed: another caller is folding (S4). */
+	static final int FOLDING = 1;
+
+	/** What {@link #take} returns when the stripe's budget is short or its log full: fold (S3). */
+	static final int SHORT = 2;
+
 	/**
 	 * Takes {@code n} tokens from the caller's stripe at {@code now} (S2).
 	 *
-	 * @return {@code false} when the stripe is closed, its budget is short or its log is full: the caller
-	 *         must take the lock
+	 * @return {@link #TAKEN}, {@link #FOLDING} or {@link #SHORT}
 	 */
-	boolean take(long n, long now) {
+	int take(long n, long now) {
 		IntSupplier choose = this.chooser;
 		int[] probe = (choose == null) ? PROBE.get() : null;
 		int at = (probe != null) ? probe[0] & this.mask : Math.floorMod(choose.getAsInt(), this.stripes.length);
@@ -107,12 +135,12 @@ final class Stripes {
 			Stripe stripe = this.stripes[at];
 			long w = (long) WORD.getVolatile(stripe);
 			if ((w & CLOSED) != 0) {
-				return false;
+				return FOLDING;
 			}
 			if ((w & BUSY) == 0) {
 				int count = (int) ((w >>> COUNT_SHIFT) & 0xFFF);
-				if ((w & MAX_BUDGET) < n || count == LOG) {
-					return false;
+				if ((w & MAX_BUDGET) < n || count == stripe.capacity) {
+					return SHORT;
 				}
 				if (WORD.compareAndSet(stripe, w, w | BUSY)) {
 					// S2: a stripe's times never go back, and never before the stripe was opened
@@ -121,18 +149,31 @@ final class Stripes {
 					int slot = LOG_PAD + 2 * count;
 					stripe.log[slot] = t;
 					stripe.log[slot + 1] = n;
+					int[] before = stripe.taker; // (a thread's probe stands for it, without holding on to it)
+					if (before != probe) {
+						stripe.taker = probe;
+					}
 					WORD.setRelease(stripe, w - n + ONE_ENTRY);
-					return true;
+					if (before != probe && before != null && probe != null) {
+						// another thread took from this stripe last: two threads that share a stripe
+						// move its cache line to and fro on every take, whether or not they ever meet
+						// on it, so this one moves on
+						rehash(probe);
+					}
+					return TAKEN;
+				}
+				if ((((long) WORD.getVolatile(stripe)) & CLOSED) != 0) {
+					return FOLDING; // the folder closed it meanwhile: not another caller on it
 				}
 			}
-			// another caller is on this stripe: this thread moves to the next one from now on
+			// another caller is on this stripe: this thread moves to another one from now on (a random
+			// step, so that two threads that met do not move together)
 			if (probe != null) {
-				at = (at + 1) & this.mask;
-				probe[0] = at;
+				at = rehash(probe) & this.mask;
 			}
 			Thread.onSpinWait();
 		}
-		return false;
+		return SHORT;
 	}
 
 	/**
@@ -142,6 +183,10 @@ final class Stripes {
 	void open(long perStripe, long since) {
 		this.budget = perStripe;
 		for (Stripe stripe : this.stripes) {
+			if (entries(stripe) == stripe.capacity && stripe.capacity < MAX_LOG) {
+				stripe.capacity *= 2; // it filled up: fold less often
+				stripe.log = new long[2 * stripe.capacity + 2 * LOG_PAD];
+			}
 			stripe.last = since;
 			WORD.setVolatile(stripe, perStripe); // (publishes last with it)
 		}
@@ -170,7 +215,11 @@ final class Stripes {
 
 	/** Entries logged by stripe {@code i} (closed). */
 	int entries(int i) {
-		return (int) ((((long) WORD.getVolatile(this.stripes[i])) >>> COUNT_SHIFT) & 0xFFF);
+		return entries(this.stripes[i]);
+	}
+
+	private static int entries(Stripe stripe) {
+		return (int) ((((long) WORD.getVolatile(stripe)) >>> COUNT_SHIFT) & 0xFFF);
 	}
 
 	/** Tokens granted by stripe {@code i} (closed): its budget less what is left. */
@@ -217,7 +266,13 @@ final class Stripes {
 		/** The latest time logged, written under busy (or, closed, by the bucket's lock). */
 		long last;
 
-		final long[] log = new long[2 * LOG + 2 * LOG_PAD];
+		/** The probe of the thread that took from it last (written under busy), to tell two threads share it. */
+		int @Nullable [] taker;
+
+		/** Entries the log holds (written, like the log, only while the stripe is closed). */
+		int capacity = FIRST_LOG;
+
+		long[] log = new long[2 * FIRST_LOG + 2 * LOG_PAD];
 	}
 
 	/** One stripe, padded on both sides. */
