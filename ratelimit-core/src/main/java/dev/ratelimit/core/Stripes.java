@@ -42,8 +42,8 @@ final class Stripes {
 	/** The largest budget a stripe's word holds. */
 	static final long MAX_BUDGET = ONE_ENTRY - 1;
 
-	/** Array slots left free before and after a log's entries, so that two logs never share a cache line. */
-	private static final int LOG_PAD = 16;
+	/** Array slots left free before and after a log's entries, so that two logs never share a pair of cache lines. */
+	private static final int LOG_PAD = 32;
 
 	private static final VarHandle WORD;
 
@@ -237,7 +237,10 @@ final class Stripes {
 		return this.stripes[i].log[LOG_PAD + 2 * e + 1];
 	}
 
-	/** Cache-line padding ahead of a stripe's fields. */
+	/**
+	 * Padding ahead of a stripe's fields: 128 bytes, as processors that fetch cache lines in pairs share
+	 * them between stripes 64 bytes apart (on 2 threads, one run in four or five ran at half speed).
+	 */
 	@SuppressWarnings("unused")
 	abstract static class Pad {
 
@@ -256,6 +259,22 @@ final class Stripes {
 		long p07;
 
 		long p08;
+
+		long p09;
+
+		long p10;
+
+		long p11;
+
+		long p12;
+
+		long p13;
+
+		long p14;
+
+		long p15;
+
+		long p16;
 	}
 
 	/** A stripe's fields: written by the callers on it (and by the folder while it is closed). */
@@ -294,5 +313,21 @@ final class Stripes {
 		long q07;
 
 		long q08;
+
+		long q09;
+
+		long q10;
+
+		long q11;
+
+		long q12;
+
+		long q13;
+
+		long q14;
+
+		long q15;
+
+		long q16;
 	}
 }
