@@ -79,7 +79,8 @@ import org.jspecify.annotations.Nullable;
  * <li>I5. <b>Time never goes back.</b> Every call uses the latest clock reading seen so far (or a later
  * {@link #replenish} argument); a clock that stands still or goes back changes nothing.</li>
  * <li>I6. <b>One writer of the structure at a time.</b> Epoch changes (I2's restart, I3's holes, rate and
- * limit changes), capped mode and every claim that must wait go through one lock. The lock-free fast
+ * limit changes), capped mode, every claim that must wait and, in striped mode, every call but a stripe
+ * grant (S3) go through one lock. The lock-free fast
  * path only claims tokens that are there, with one CAS on the tail, and re-reads the state after its
  * CAS: if the state changed meanwhile it re-checks its claim under the lock and gives it back when it
  * is not covered. Writers publish a new state before they move the tail, so a CAS that succeeds on an
@@ -101,6 +102,45 @@ import org.jspecify.annotations.Nullable;
  * call: the statistics do not change. ({@code SharedTokenBucketModelTests}, jcstress
  * {@code ChargeRacingFastClaim}, {@code RefundRacingFastClaim}).</li>
  * </ul>
+ * Striped mode (two threads that take from one bucket must not write one cache line on every take,
+ * yet an exact bucket must know when each take happened, I2):
+ * <ul>
+ * <li>S1. <b>Stripes get tokens that are there.</b> When a covered claim loses the tail to another caller
+ * and at least 16 tokens per stripe are available, the lock reserves an equal
+ * budget for each stripe, all of them together at most the tokens available at that instant, as one
+ * claim on the tail, and publishes a state that names the stripes. Only without capped release, with a
+ * threshold of 1, without holes or charges, and with nobody waiting. A fast claim that raced it sees the
+ * new state and re-checks (I6): one made before the reservation is covered (the reservation counted
+ * it); one made after it folds the stripes first (S3) and is judged as any claim.</li>
+ * <li>S2. <b>A stripe grant is one CAS on a word of the stripe's own.</b> A covered claim that needs no
+ * ticket ({@link #tryAcquire}, the first try of {@link #acquire}; not {@link #reserve} or {@link #grab})
+ * takes {@code n} from its stripe's budget and logs {@code (time, n)}, the time never before the
+ * stripe's previous entry nor its opening. It never needs the tail: the level only drops through grants,
+ * so at every instant it is at least the level at the reservation less what the stripes granted since,
+ * and whatever order the grants are put in, each finds its tokens there.</li>
+ * <li>S3. <b>A fold is exact.</b> Every other call (a stripe short of budget or log, a refusal to decide,
+ * {@link #grab}, {@link #reserve}, a give-back, {@link #refund(long)}, {@link #charge}, a rate or limit
+ * change, a snapshot) takes the lock, closes every stripe, reads the clock (no logged time is later), and
+ * rebuilds the epoch from the level at that instant: the smallest of {@code limit}; the level if no grant
+ * found the bucket full ({@code head - reservation start - granted}); and for each logged grant,
+ * {@code limit} less the tokens granted at or after it plus the tokens made since (the bucket full just
+ * before it, I2). Each is an upper bound on the level (a grant that did not find the bucket full found at
+ * most {@code limit - 1}, and at most the fraction of one token was carried), and the one for the last
+ * grant that found it full, or the first when none did, is the level; among equal ones, the one with the
+ * smallest fraction of the next token stays the smallest until the next grant, so the epoch follows it.
+ * A grant older than the time the granted tokens take to come back is skipped: its bound is above the
+ * limit. The budgets not used go back. ({@code SharedTokenBucketModelTests}, a third of whose runs
+ * stripe, {@code StripedBucketModelTests}).</li>
+ * <li>S4. <b>One caller folds, the others wait for it.</b> A caller whose stripe is closed, or that finds
+ * its stripe short while another caller has begun to fold, spins until the new state is published
+ * instead of queueing for the lock (which parks threads); a caller that folds and stripes again in one
+ * hold of the lock publishes the state in between as {@code held}, which sends fast claims to wait
+ * rather than take the tail for that moment.</li>
+ * <li>S5. <b>Stripes are a thread's own.</b> Two per processor; a thread moves to a random other stripe when
+ * it finds another caller on its stripe or finds that another thread took from it last; each stripe's
+ * log grows from 64 to 2,048 entries when it fills before its budget, and stripes and logs are padded
+ * by 128 bytes.</li>
+ * </ul>
  * Wake-ups (a claim that waits is told when what it waits for may have changed, so that a caller
  * polling on a timer polls again at once, {@link Reservation#onWake}):
  * <ul>
@@ -113,7 +153,9 @@ import org.jspecify.annotations.Nullable;
  * were granted that long after their tokens were there: {@code SharedTokenBucketTests.aRefusalWakesNoWaiter}.)</li>
  * </ul>
  * Linearization points: a claim at its CAS on {@code tail} (fast path: provided the state is unchanged
- * after it, else at the re-check under the lock); a charge likewise, at its CAS under the lock; a
+ * after it, else at the re-check under the lock); a stripe grant at its CAS on the stripe's word, at the
+ * time it logged (the fold puts grants in the order of their times, each read within its call; S2 makes
+ * any order valid); a fold when it has closed the last stripe; a charge likewise, at its CAS under the lock; a
  * give-back, a refund, a release, a rate or limit change at the write of the state, the tail or the
  * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6). Access modes: {@code tail} and
  * {@code state} volatile (the rovers publish the work that released tokens to the caller that gets
