@@ -334,7 +334,9 @@ class StripedBucketModelTests {
 			if (this.random.nextInt(3) != 0) {
 				advanceClock(saturatedAdd(untilFull(), this.random.nextBoolean() ? 0 : this.random.nextInt(3)));
 			}
-			int takes = 2 + this.random.nextInt(40);
+			// now and then long enough to fill a stripe's log (64 entries at first, doubled at each fold that
+			// finds it full, up to 2048)
+			int takes = (this.random.nextInt(40) == 0) ? 2 + this.random.nextInt(5000) : 2 + this.random.nextInt(40);
 			int gaps = this.random.nextInt(4);
 			boolean alternate = this.random.nextBoolean();
 			long n = (this.random.nextInt(3) == 0) ? 1 + this.random.nextInt(3) : 1;
