@@ -19,8 +19,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * real threads on a fake clock, where the exact outcome does not depend on the interleaving, so it is
  * checked exactly against {@link SharedTokenBucketModelTests.Reference}:
  * <ul>
- * <li>a clock that stands still while 4 threads take 1 token at a time until refused: together they get
- * exactly the whole tokens there are, phase after phase, the clock moved between phases (none, 1 ns, part
+ * <li>a clock that stands still while 4 threads take 1 token at a time until refused 20 times in a row:
+ * together they get exactly the whole tokens there are, and no thread is granted a token after it was refused
+ * one (the tokens only go down, so that refusal came while there were tokens), phase after phase, the clock moved between phases (none, 1 ns, part
  * of a token, whole intervals, until full and beyond);</li>
  * <li>a clock that a fifth thread moves while 4 threads take 1 to 3 tokens, on a bucket that never fills:
  * then the cap never acts, and the tokens granted plus those left (and the time until full) are exactly
@@ -73,11 +74,25 @@ class StripedBucketConcurrencyTests {
 			long expected = ref.availableTokens();
 			ref.tryAcquire(expected);
 			AtomicLong granted = new AtomicLong();
+			AtomicLong refusedThenGranted = new AtomicLong();
 			AtomicBoolean striped = new AtomicBoolean();
 			runThreads(() -> {
 				long mine = 0;
-				for (long calls = 0; bucket.tryAcquire(1); calls++) {
-					mine++;
+				boolean refused = false;
+				// on until refused 20 times in a row; at a clock standing still the tokens only go down, so a
+				// grant after a refusal of the same thread proves that the refusal came while there were tokens
+				for (int misses = 0, calls = 0; misses < 20; calls++) {
+					if (bucket.tryAcquire(1)) {
+						mine++;
+						misses = 0;
+						if (refused) {
+							refusedThenGranted.incrementAndGet();
+						}
+					}
+					else {
+						refused = true;
+						misses++;
+					}
 					if ((calls & 63) == 0 && bucket.isStriped()) {
 						striped.set(true);
 					}
@@ -92,6 +107,10 @@ class StripedBucketConcurrencyTests {
 					+ ")");
 			assertThat(granted.get()).as("granted at a clock standing still\n%s", String.join("\n", trace))
 				.isEqualTo(expected);
+			assertThat(refusedThenGranted.get())
+				.as("grants after a refusal of the same thread (refused while there were tokens)\n%s",
+						String.join("\n", trace))
+				.isZero();
 			assertThat((long) s.available()).as("available\n%s", String.join("\n", trace)).isEqualTo(ref.availableTokens());
 			assertThat(s.untilFull().toNanos()).as("until full\n%s", String.join("\n", trace))
 				.isEqualTo(ref.nanosUntilFull());
