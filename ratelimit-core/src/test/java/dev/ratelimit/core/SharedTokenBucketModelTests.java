@@ -624,8 +624,9 @@ class SharedTokenBucketModelTests {
 	 * nanosecond of a time that never goes back; a FIFO queue of claims, with the charges made while
 	 * claims wait in it (they count for the rate of the claims ahead of them, not for the ceiling); for
 	 * capped release, {@code cap} = limit - tokens in flight - tokens queued (charges are neither).
+	 * Package-visible: {@code StripedBucketModelTests} checks striped mode against it too.
 	 */
-	private static final class Reference {
+	static final class Reference {
 
 		private BigInteger num;
 
