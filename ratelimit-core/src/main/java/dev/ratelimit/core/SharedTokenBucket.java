@@ -794,6 +794,9 @@ public final class SharedTokenBucket implements RateLimiter {
 			else {
 				long available = s.base + quantized(tokens) - tl;
 				if (available < n && covered) {
+					if (this.state != s) {
+						continue; // S1: the tail may hold the stripes' reservation, whose state came after s
+					}
 					return REFUSED; // decided on the state in force: no lock needed to say no
 				}
 				if (available < n && n - available > MAX_COST) {
@@ -916,7 +919,13 @@ public final class SharedTokenBucket implements RateLimiter {
 			}
 			boolean granted = available >= n;
 			if (granted) {
-				claimLocked(n, now, false);
+				long ticket = claimLocked(n, now, false);
+				if (missing(this.ceil, this.state, ticket, now) != 0) {
+					// a lock-free claim took the tail after the tokens were counted: it came first, and this
+					// claim, the last one, goes back (nobody waits behind it: the lock is held)
+					giveBackLocked(ticket, n, now);
+					granted = false;
+				}
 			}
 			if (wasStriped || contended || this.eagerStripeChooser != null) {
 				stripeLocked(now);
