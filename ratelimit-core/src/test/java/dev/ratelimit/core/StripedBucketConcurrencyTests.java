@@ -35,6 +35,9 @@ class StripedBucketConcurrencyTests {
 
 	private static final int THREADS = 4;
 
+	/** Phases per rate at a clock standing still: each striping from rover mode is a chance for the races. */
+	private static final int PHASES = 120;
+
 	@Test
 	void onAClockThatStandsStillThreadsGetExactlyTheWholeTokensThereAre() throws Exception {
 		long seed = Long.getLong("striped.seed", new SplittableRandom().nextLong());
@@ -60,7 +63,7 @@ class StripedBucketConcurrencyTests {
 		List<String> trace = new ArrayList<>();
 		trace.add("seed " + seed + " (-Dstriped.seed), rate " + tokens + " per " + period + " ns, limit " + limit);
 		int stripedPhases = 0;
-		for (int phase = 0; phase < 40; phase++) {
+		for (int phase = 0; phase < PHASES; phase++) {
 			long delta = switch (random.nextInt(6)) {
 				case 0 -> 0;
 				case 1 -> 1;
@@ -115,8 +118,8 @@ class StripedBucketConcurrencyTests {
 			assertThat(s.untilFull().toNanos()).as("until full\n%s", String.join("\n", trace))
 				.isEqualTo(ref.nanosUntilFull());
 		}
-		System.out.printf("clock standing still, rate %d per %d ns, limit %d: %d of 40 phases striped%n", tokens, period,
-				limit, stripedPhases);
+		System.out.printf("clock standing still, rate %d per %d ns, limit %d: %d of %d phases striped%n", tokens,
+				period, limit, stripedPhases, PHASES);
 	}
 
 	@Test
