@@ -41,7 +41,7 @@ import org.jspecify.annotations.Nullable;
  * <li>{@code tail}: tokens claimed so far, plus tokens a full bucket wasted (see I2). A claim of
  * {@code n} moves it from {@code t} to {@code t + n}; the new value is the claim's ticket.</li>
  * <li>{@code head(now) = base + floor((now - start) * rate)}: tokens made available so far. It is never
- * stored: {@code (start, base, rate)}, the <em>epoch</em>, is an immutable {@code State} read
+ * stored: {@code (start, base, rate)}, the <em>epoch</em>, is an immutable {@code State} (but see S6) read
  * through one volatile field, and every call computes the head from the clock, exactly, in 128-bit
  * arithmetic ({@link Rate#tokensIn}). So a caller always knows when it takes its tokens, which is
  * what an exact token bucket needs: without the time of each take it must either break the bound or
@@ -140,6 +140,13 @@ import org.jspecify.annotations.Nullable;
  * it finds another caller on its stripe or finds that another thread took from it last; each stripe's
  * log grows from 64 to 2,048 entries when it fills before its budget, and stripes and logs are padded
  * by 128 bytes.</li>
+ * <li>S6. <b>Folding and striping again allocate nothing.</b> The states striped mode publishes (striped, and
+ * held, S4) are reused: one held and two striped ones, in turn, written under the lock. Only the lock's holder
+ * reads their epoch: the fast paths turn away on their stripes or their hold first, and a ticket read against
+ * one outside the lock ({@link #deficiency}, a waiting claim) is covered, since S1 reserves only tokens beyond
+ * the tail and every call that takes a ticket folds first. Every other state is made anew and never written
+ * after it is published. ({@code BucketAllocationTests}; the model tests above, which fold and stripe again
+ * thousands of times per run.)</li>
  * </ul>
  * Wake-ups (a claim that waits is told when what it waits for may have changed, so that a caller
  * polling on a timer polls again at once, {@link Reservation#onWake}):
@@ -255,6 +262,15 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** Striped mode (S1): the tokens reserved for the stripes (guarded by {@link #lock}). */
 	private long stripeReserved;
 
+	/** S6: the held state of striped mode, reused (guarded by {@link #lock}). */
+	private @Nullable State heldState;
+
+	/** S6: the two striped states, reused in turn (guarded by {@link #lock}). */
+	private final @Nullable State[] stripedStates = new State[2];
+
+	/** S6: the striped state to use next (guarded by {@link #lock}). */
+	private int stripedTurn;
+
 	/** S4: a caller is folding the stripes, the others wait for it (set by CAS, before the lock). */
 	@SuppressWarnings("unused")
 	private volatile boolean folding;
@@ -344,7 +360,9 @@ public final class SharedTokenBucket implements RateLimiter {
 	 */
 	public long deficiency(long ticket) {
 		long cap = this.ceil;
-		return missing(cap, this.state, ticket, now());
+		State s = this.state;
+		long now = now(); // (I5: read even when not needed, so that a clock that goes back later changes nothing)
+		return s.marker() ? 0 : missing(cap, s, ticket, now);
 	}
 
 	/**
@@ -970,7 +988,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		if ((head - tl) / count < least) {
 			return false;
 		}
-		this.state = s.withStripes(stripes); // published before the tail moves (I6): fast claims re-check
+		this.state = markerLocked(s, s.start, s.base, stripes); // published before the tail moves (I6): fast claims re-check
 		for (;;) {
 			long perStripe = Math.min(Stripes.MAX_BUDGET, (head - tl) / count);
 			if (perStripe < least) {
@@ -1069,8 +1087,38 @@ public final class SharedTokenBucket implements RateLimiter {
 				fraction = f;
 			}
 		}
-		this.state = new State(rate, start, base, limit, NO_HOLES, NO_HOLES, null, hold);
+		this.state = hold ? markerLocked(s, start, base, null) : new State(rate, start, base, limit, NO_HOLES, NO_HOLES);
 		return true;
+	}
+
+	/**
+	 * S6, under the lock: a state of striped mode, with the rate and limit of {@code s} and the epoch
+	 * {@code (start, base)}: the held one ({@code stripes == null}) or a striped one, reused rather than made
+	 * anew, so that folding and striping again allocate nothing. The two striped ones take turns, so that a
+	 * caller that compares states to see whether a fold came sees a change (unless two folds came meanwhile:
+	 * then it folds once more than needed, which changes nothing else).
+	 */
+	private State markerLocked(State s, long start, long base, @Nullable Stripes stripes) {
+		State m;
+		if (stripes == null) {
+			m = this.heldState;
+			if (m == null || m.rate != s.rate || m.limit != s.limit) {
+				m = new State(s.rate, start, base, s.limit, NO_HOLES, NO_HOLES, null, true);
+				this.heldState = m;
+			}
+		}
+		else {
+			int turn = this.stripedTurn;
+			m = this.stripedStates[turn];
+			if (m == null || m.rate != s.rate || m.limit != s.limit || m.stripes != stripes) {
+				m = new State(s.rate, start, base, s.limit, NO_HOLES, NO_HOLES, stripes, false);
+				this.stripedStates[turn] = m;
+			}
+			this.stripedTurn = turn ^ 1;
+		}
+		m.start = start;
+		m.base = base;
+		return m;
 	}
 
 	/**
@@ -1148,7 +1196,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			return false; // (holes: without capped release they mean that callers wait for time)
 		}
 		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
-			s = new State(s.rate, now, head, s.limit, s.holes, s.charges);
+			// (held, S4, the state stays held: it is written in place, S6)
+			s = s.held ? markerLocked(s, now, head, null) : new State(s.rate, now, head, s.limit, s.holes, s.charges);
 			this.state = s; // published before the tail moves (I6)
 		}
 		long floor = head - s.limit;
@@ -1362,16 +1411,22 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	/**
-	 * The epoch, the limit and the holes, immutable, replaced as a whole under the lock (I6):
+	 * The epoch, the limit and the holes, replaced as a whole under the lock (I6), and immutable once
+	 * published except for the reused states of striped mode (S6):
 	 * {@code head(t) = base + floor((t - start) * rate)}.
 	 */
 	private final class State {
 
 		final Rate rate;
 
-		final long start;
+		/**
+		 * Written before the state is published; only the states of striped mode (a striped or held
+		 * {@link #marker}) are written again, under the lock, and only the lock's holder reads their epoch (S6).
+		 */
+		long start;
 
-		final long base;
+		/** As {@link #start}. */
+		long base;
 
 		final long limit;
 
@@ -1406,8 +1461,15 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.held = held;
 		}
 
-		State withStripes(Stripes stripes) {
-			return new State(this.rate, this.start, this.base, this.limit, this.holes, this.charges, stripes, false);
+		/**
+		 * Whether this is a state of striped mode, striped or held (S6), whose epoch only the lock's holder
+		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a ticket
+		 * read against it outside the lock ({@link #deficiency}, a waiting claim) is covered: S1 reserves only
+		 * tokens beyond the tail, so every ticket handed out before is covered, and none is handed out in
+		 * striped mode (every call that takes a ticket folds first and publishes a state of rover mode).
+		 */
+		boolean marker() {
+			return this.stripes != null || this.held;
 		}
 
 		/** Whole tokens made since the start of the epoch. */
@@ -1497,7 +1559,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			long now = now();
 			long cap = SharedTokenBucket.this.ceil;
 			State s = SharedTokenBucket.this.state;
-			if (missing(cap, s, this.ticket, now) == 0) {
+			if (s.marker() || missing(cap, s, this.ticket, now) == 0) {
 				return 0;
 			}
 			if (capMissing(cap, s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
