@@ -90,6 +90,9 @@ public abstract class AbstractReservation implements Reservation {
 	/** Nanoseconds from {@code startNanos} to the deadline; saturated, never overflows. */
 	private final long budgetNanos;
 
+	/** The max-wait was too long for nanoseconds: no limit (the contract). */
+	private final boolean unlimited;
+
 	/** The thread parked in {@link #await()}, woken early by {@link #wake()}. */
 	private volatile @Nullable Thread sleeper;
 
@@ -124,6 +127,7 @@ public abstract class AbstractReservation implements Reservation {
 		this.clock = clock;
 		this.startNanos = startNanos;
 		this.budgetNanos = saturatedNanos(maxWait);
+		this.unlimited = tooLongForNanos(maxWait);
 		this.stats = stats;
 		this.waiting = waiting;
 		waiting.incrementAndGet();
@@ -141,6 +145,17 @@ public abstract class AbstractReservation implements Reservation {
 			throw new IllegalArgumentException("maxWait must be a non-negative duration, was " + maxWait);
 		}
 		return saturatedNanos(maxWait);
+	}
+
+	/** Whether a duration is too long for nanoseconds: as a max-wait, no limit. */
+	static boolean tooLongForNanos(Duration duration) {
+		try {
+			duration.toNanos();
+			return false;
+		}
+		catch (ArithmeticException ex) {
+			return true;
+		}
 	}
 
 	/**
@@ -231,7 +246,9 @@ public abstract class AbstractReservation implements Reservation {
 		if (delay == AWAITING_ANSWER) {
 			return RELEASE_POLL_NANOS;
 		}
-		long left = this.budgetNanos - elapsedSinceStart(now);
+		// a max-wait too long for nanoseconds is no limit (the contract: no argument overflows); its budget,
+		// saturated and counted down, would refuse a wait (saturated too) that the claim accepted
+		long left = this.unlimited ? Long.MAX_VALUE : this.budgetNanos - elapsedSinceStart(now);
 		if (delay > 0) {
 			if (delay > left) {
 				throw refuse(delay);

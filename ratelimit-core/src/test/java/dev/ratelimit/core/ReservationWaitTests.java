@@ -111,4 +111,22 @@ class ReservationWaitTests {
 			return 0;
 		}
 	}
+	/**
+	 * A {@code maxWait} too long for nanoseconds is no limit (the contract): a claim whose wait does not fit in
+	 * nanoseconds either (33 tokens at 1 per 100 years) is accepted, and polls keep telling it to wait, years
+	 * on, instead of refusing it at the first poll because its budget, counted down, fell below the saturated
+	 * wait (found by the adversarial tests). (The pacer's limits keep its waits within nanoseconds.)
+	 */
+	@Test
+	void aMaxWaitTooLongForNanosecondsNeverRunsOut() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1, Duration.ofDays(365 * 100)).limit(33).initial(0)
+			.clock(this.clock).build();
+		Reservation reservation = bucket.reserve(33, Duration.ofSeconds(Long.MAX_VALUE));
+		for (int year = 0; year < 5; year++) {
+			assertThat(reservation.poll()).as("after %d years", year).isPositive();
+			this.clock.advance(Duration.ofDays(365));
+		}
+		reservation.cancel();
+		assertThat(bucket.snapshot().available()).isZero();
+	}
 }

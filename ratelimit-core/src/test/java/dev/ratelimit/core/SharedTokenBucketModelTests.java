@@ -302,8 +302,9 @@ class SharedTokenBucketModelTests {
 				return;
 			}
 			long wait = this.ref.rateWait(claim);
-			long budget = AbstractReservation.saturatedNanos(maxWait);
-			boolean refuse = wait > budget;
+			boolean unlimited = maxWait.compareTo(Duration.ofNanos(Long.MAX_VALUE)) > 0; // too long for nanoseconds: no limit
+			long budget = unlimited ? Long.MAX_VALUE : maxWait.toNanos();
+			boolean refuse = !unlimited && wait > budget;
 			Reservation actual;
 			try {
 				actual = this.bucket.reserve(n, maxWait);
@@ -317,7 +318,7 @@ class SharedTokenBucketModelTests {
 			}
 			log("reserve(%d, %s) -> accepted (reference wait %d ns)", n, maxWait, wait);
 			equal("accepted reserve(" + n + ", " + maxWait + ")", false, refuse);
-			this.waiters.add(new Waiter(actual, claim, this.ref.time, budget));
+			this.waiters.add(new Waiter(actual, claim, this.ref.time, budget, unlimited));
 		}
 
 		private void poll() {
@@ -328,7 +329,7 @@ class SharedTokenBucketModelTests {
 			Waiter w = this.waiters.get(index);
 			long now = this.clock.getAsLong();
 			this.ref.advance(now);
-			long left = w.budget - Math.max(0, this.ref.time - w.start);
+			long left = w.unlimited ? Long.MAX_VALUE : w.budget - Math.max(0, this.ref.time - w.start);
 			boolean covered = this.ref.covered(w.claim);
 			long rateWait = this.ref.rateWait(w.claim);
 			boolean awaitsRelease = !covered && rateWait == 0;
@@ -374,7 +375,7 @@ class SharedTokenBucketModelTests {
 		private Map<Integer, Long> pollAll(String when) {
 			Map<Integer, Long> delays = new HashMap<>();
 			for (Waiter w : new ArrayList<>(this.waiters)) {
-				long left = w.budget - Math.max(0, this.ref.time - w.start);
+				long left = w.unlimited ? Long.MAX_VALUE : w.budget - Math.max(0, this.ref.time - w.start);
 				boolean covered = this.ref.covered(w.claim);
 				long rateWait = this.ref.rateWait(w.claim);
 				boolean awaitsRelease = !covered && rateWait == 0;
@@ -600,7 +601,7 @@ class SharedTokenBucketModelTests {
 		}
 	}
 
-	private record Waiter(Reservation reservation, Reference.Claim claim, long start, long budget) {
+	private record Waiter(Reservation reservation, Reference.Claim claim, long start, long budget, boolean unlimited) {
 	}
 
 	/** A granted call: what it took, what it gave back so far, and (capped) how it releases, until it does. */
