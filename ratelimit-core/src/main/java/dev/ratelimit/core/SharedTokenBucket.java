@@ -822,7 +822,7 @@ public final class SharedTokenBucket implements RateLimiter {
 				}
 				next = tl + n;
 			}
-			if (next == NO_TICKET || next == REFUSED || next == CONTENDED || next == STRIPED || next == FOLDING) {
+			if (isSentinel(next)) {
 				return NO_TICKET;
 			}
 			if (TAIL.compareAndSet(this, tl, next)) {
@@ -870,11 +870,67 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * then the lock (S4).
 	 */
 	private boolean claimCovered(long n) {
-		Stripes stripes = this.state.stripes;
-		if (stripes != null && stripes.take(n, now()) == Stripes.TAKEN) {
-			return true; // S2, kept apart from the rest so that it compiles small
+		State s = this.state;
+		if (s.plain) {
+			int once = claimOnce(s, n);
+			if (once != ONCE_UNSURE) {
+				return once == ONCE_GRANTED;
+			}
+		}
+		else {
+			Stripes stripes = s.stripes;
+			if (stripes != null && stripes.take(n, now()) == Stripes.TAKEN) {
+				return true; // S2, kept apart from the rest so that it compiles small
+			}
 		}
 		return claimCoveredSlowly(n);
+	}
+
+	/**
+	 * The lock-free claim of I6 in its common case, tried once, small enough to be compiled into
+	 * {@link #tryAcquire} ({@link #tryFastClaim} is not): on a {@code plain} state, {@code n} tokens that
+	 * are there, a full bucket only when its head is a whole number (I2). Anything else, a lost CAS
+	 * included, is {@link #ONCE_UNSURE}, and {@link #claimCoveredSlowly} decides.
+	 */
+	private int claimOnce(State s, long n) {
+		long now = now();
+		long tl = (long) TAIL.getVolatile(this);
+		long head = s.base + s.tokens(now);
+		long next;
+		if (head - tl - s.limit >= 0) {
+			if (n > s.limit) {
+				return ONCE_REFUSED;
+			}
+			if (!s.rate.isWhole(now - s.start)) {
+				return ONCE_UNSURE; // I2: the epoch restarts, under the lock
+			}
+			next = head - s.limit + n; // I2: the excess wasted
+		}
+		else if (head - tl >= n) {
+			next = tl + n;
+		}
+		else {
+			// decided on the state in force (the tail may hold the stripes' reservation, whose state came after s)
+			return (this.state == s) ? ONCE_REFUSED : ONCE_UNSURE;
+		}
+		if (isSentinel(next) || !TAIL.compareAndSet(this, tl, next)) {
+			return ONCE_UNSURE;
+		}
+		return (this.state == s || recheck(next, n, true) != NO_TICKET) ? ONCE_GRANTED : ONCE_UNSURE;
+	}
+
+	/** {@link #claimOnce}: granted. */
+	private static final int ONCE_GRANTED = 1;
+
+	/** {@link #claimOnce}: refused, on the state in force. */
+	private static final int ONCE_REFUSED = 0;
+
+	/** {@link #claimOnce}: not decided, the slow path decides. */
+	private static final int ONCE_UNSURE = -1;
+
+	/** Whether a ticket would read as one of the values the claim methods return instead of tickets. */
+	private static boolean isSentinel(long ticket) {
+		return ticket < FOLDING + 1; // NO_TICKET .. FOLDING: the five lowest longs
 	}
 
 	private boolean claimCoveredSlowly(long n) {
@@ -1131,6 +1187,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			unstripeLocked();
 			this.stripeSet = new Stripes(STRIPE_COUNT, stripeOfCaller);
 			this.eagerStripeChooser = stripeOfCaller;
+			State s = this.state;
+			this.state = s.withBase(s.base, s.holes); // not plain: covered claims go where the hook sends them
 		}
 	}
 
@@ -1445,6 +1503,12 @@ public final class SharedTokenBucket implements RateLimiter {
 		/** S4: a fold under the lock will stripe again: fast claims wait for it instead of taking the tail. */
 		final boolean held;
 
+		/**
+		 * Nothing in the way of {@link #claimOnce}: rover mode, no holes or charges, not capped, a threshold of
+		 * 1, and no test hook that stripes eagerly (read when the state is made).
+		 */
+		final boolean plain;
+
 		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
 			this(rate, start, base, limit, holes, charges, null, false);
 		}
@@ -1459,6 +1523,9 @@ public final class SharedTokenBucket implements RateLimiter {
 			this.charges = charges;
 			this.stripes = stripes;
 			this.held = held;
+			this.plain = stripes == null && !held && holes.length == 0 && charges.length == 0
+					&& !SharedTokenBucket.this.cappedRelease && SharedTokenBucket.this.threshold == 1
+					&& SharedTokenBucket.this.eagerStripeChooser == null;
 		}
 
 		/**
