@@ -265,9 +265,11 @@ final class FailureDetector {
 			this.lastCountedFailureNanos = now;
 		}
 		if (call.probe) {
-			int probes = ++this.failedProbes;
-			this.downUntil = now + backoffNanos(probes);
 			this.probing.set(false);
+			if (this.down) {
+				int probes = ++this.failedProbes;
+				this.downUntil = now + backoffNanos(probes);
+			}
 			if (this.stale) {
 				// a forgotten key asked again: its probe confirms it runs on the policy
 				this.stale = false;
@@ -276,7 +278,11 @@ final class FailureDetector {
 				}
 			}
 		}
-		else if (!this.down && counts && f >= FAILURES_TO_TRIP) {
+		// not "else": a probe is a call like any other. An older call answered while the probe was out puts the
+		// bucket back on Redis (rule 2: the first answer does), and the probe's failure then counts in the run like
+		// any failure (rule 1): when it is the FAILURES_TO_TRIP-th in a row, the bucket switches now, not one
+		// failure later
+		if (!this.down && counts && f >= FAILURES_TO_TRIP) {
 			this.failedProbes = 0;
 			this.sawReconnecting = false;
 			this.downUntil = now + backoffNanos(0);

@@ -85,6 +85,111 @@ class FailureDetectorModelTests {
 				TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started), base);
 	}
 
+	/**
+	 * Seed -8293211951852537118, by hand: a reply from a call sent before the trip puts the bucket back on
+	 * Redis while the probe sent after a reconnect is still out; then an older call is found past its timeout,
+	 * two calls fail at once and the probe fails, all at one reading of the clock. Those are four failed calls
+	 * in a row (rule 1: each sent no earlier than the previous failure was seen), so the bucket switches to
+	 * its policy again; the detector used to skip the switch because the fourth was a probe.
+	 */
+	@Test
+	void aProbeThatFailsAfterAnOlderReplyBroughtTheBucketBackCountsTowardsTheNextSwitch() {
+		long timeout = 100 * MS;
+		long[] clock = { -4208956612763064654L };
+		boolean[] reconnecting = { false };
+		FailureDetector detector = new FailureDetector("probe-run", "LOCAL", timeout, () -> clock[0], (reply, sent) -> {
+		}, new FailureDetector.Said(), false, () -> reconnecting[0]);
+		// three calls fail at once, and three are sent that nothing answers yet
+		for (int i = 0; i < FAILURES_TO_TRIP - 1; i++) {
+			assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		}
+		CompletableFuture<List<Object>> timesOut = new CompletableFuture<>();
+		CompletableFuture<List<Object>> lateTimeout = new CompletableFuture<>();
+		CompletableFuture<List<Object>> answered = new CompletableFuture<>();
+		FailureDetector.Call first = detector.send(() -> timesOut, null);
+		FailureDetector.Call second = detector.send(() -> lateTimeout, null);
+		assertThat(detector.send(() -> answered, null)).isNotNull();
+		assertThat(detector.isUp()).isTrue();
+		// the fourth failure in a row: a caller finds the first past its timeout
+		clock[0] += 167 * MS;
+		assertThat(first.isSettled(clock[0])).isTrue();
+		assertThat(detector.isUp()).as("switched after %d failures", FAILURES_TO_TRIP).isFalse();
+		assertThat(warns()).isEqualTo(1);
+		// Lettuce reconnects: no probe meanwhile, then one at once
+		clock[0] += 10 * MS;
+		reconnecting[0] = true;
+		assertThat(detector.send(() -> new CompletableFuture<>(), null)).isNull();
+		clock[0] += 163 * MS;
+		reconnecting[0] = false;
+		CompletableFuture<List<Object>> probeFuture = new CompletableFuture<>();
+		FailureDetector.Call probe = detector.send(() -> probeFuture, null);
+		assertThat(probe).as("the probe after the reconnect").isNotNull();
+		// the call sent before the switch, that nobody found past its timeout, is answered: back on Redis
+		answered.complete(List.of(Reply.REFUSED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
+		assertThat(detector.isUp()).isTrue();
+		assertThat(infos()).isEqualTo(1);
+		// a new run of failures at the same reading: a timeout found, two calls failing at once, then the probe
+		assertThat(second.isSettled(clock[0])).isTrue();
+		assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		assertThat(detector.isUp()).as("three failures in a row do not switch").isTrue();
+		probeFuture.completeExceptionally(new IllegalStateException("RedisConnectionException"));
+		assertThat(detector.isUp()).as("the probe's failure is the fourth in a row").isFalse();
+		assertThat(warns()).isEqualTo(2);
+		assertThat(this.log.list.get(this.log.list.size() - 1).getFormattedMessage())
+			.contains("after " + FAILURES_TO_TRIP + " failed calls to Redis in a row");
+		// the first back-off of a new switch, not the next one of the old
+		assertThat(detector.remainingBackoffNanos()).isEqualTo(MIN_BACKOFF);
+		assertThat(detector.send(() -> new CompletableFuture<>(), null)).as("in the back-off").isNull();
+	}
+
+	/**
+	 * The other side of the seed above: the probe's failure counts once, like any failure. Alone after the
+	 * answer that put the bucket back, it starts a run; it does not switch the bucket by itself.
+	 */
+	@Test
+	void aProbeThatFailsAloneAfterAnOlderReplyBroughtTheBucketBackDoesNotSwitch() {
+		long[] clock = { Long.MAX_VALUE - 50 * MS };
+		FailureDetector detector = new FailureDetector("probe-alone", "LOCAL", 100 * MS, () -> clock[0],
+				(reply, sent) -> {
+				}, new FailureDetector.Said(), false, () -> false);
+		CompletableFuture<List<Object>> answered = new CompletableFuture<>();
+		assertThat(detector.send(() -> answered, null)).isNotNull();
+		for (int i = 0; i < FAILURES_TO_TRIP; i++) {
+			clock[0] += MS;
+			assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		}
+		assertThat(detector.isUp()).isFalse();
+		clock[0] += MIN_BACKOFF; // (wraps: nanoTime may)
+		CompletableFuture<List<Object>> probeFuture = new CompletableFuture<>();
+		assertThat(detector.send(() -> probeFuture, null)).as("the probe").isNotNull();
+		answered.complete(List.of(Reply.GRANTED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
+		assertThat(detector.isUp()).isTrue();
+		probeFuture.completeExceptionally(new IllegalStateException("RedisConnectionException"));
+		assertThat(detector.isUp()).as("one failure after an answer").isTrue();
+		for (int i = 1; i < FAILURES_TO_TRIP - 1; i++) {
+			clock[0] += MS;
+			assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		}
+		assertThat(detector.isUp()).as("%d failures in a row", FAILURES_TO_TRIP - 1).isTrue();
+		clock[0] += MS;
+		assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
+		assertThat(detector.isUp()).as("%d failures in a row", FAILURES_TO_TRIP).isFalse();
+		assertThat(detector.remainingBackoffNanos()).isEqualTo(MIN_BACKOFF);
+	}
+
+	private static CompletableFuture<List<Object>> notConnected() {
+		throw new IllegalStateException("not connected");
+	}
+
+	private long warns() {
+		return this.log.list.stream().filter((e) -> e.getLevel() == Level.WARN).count();
+	}
+
+	private long infos() {
+		return this.log.list.stream().filter((e) -> e.getLevel() == Level.INFO).count();
+	}
+
 	/** One call as the model sees it. */
 	static final class ModelCall {
 
