@@ -44,12 +44,16 @@ public final class Rate {
 
 	private final long denominator;
 
+	/** The most nanoseconds whose tokens fit in a long, for a whole number of tokens per nanosecond. */
+	private final long mostWholeNanos;
+
 	private Rate(long tokens, Duration period, long periodNanos) {
 		long g = Arithmetic.gcd(tokens, periodNanos);
 		this.tokens = tokens;
 		this.period = period;
 		this.numerator = tokens / g;
 		this.denominator = periodNanos / g;
+		this.mostWholeNanos = Long.MAX_VALUE / this.numerator;
 	}
 
 	/**
@@ -224,8 +228,7 @@ public final class Rate {
 			return 0;
 		}
 		if (this.denominator == 1) {
-			long tokens = nanos * this.numerator;
-			return (Math.multiplyHigh(nanos, this.numerator) == 0 && tokens >= 0) ? tokens : Long.MAX_VALUE;
+			return (nanos <= this.mostWholeNanos) ? nanos * this.numerator : Long.MAX_VALUE; // (one compare: the hot path)
 		}
 		return Arithmetic.mulDiv(nanos, this.numerator, this.denominator);
 	}

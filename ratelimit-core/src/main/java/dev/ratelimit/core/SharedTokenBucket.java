@@ -750,10 +750,10 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	/** I5: the clock, never earlier than a reading already seen. */
 	private long now() {
-		long t = this.clock.getAsLong();
 		if (this.monotonic) {
-			return t;
+			return System.nanoTime(); // the clock itself, read without the supplier
 		}
+		long t = this.clock.getAsLong();
 		long s = (long) SEEN.getOpaque(this);
 		if (t - s > 0) {
 			SEEN.setOpaque(this, t);
