@@ -877,13 +877,14 @@ public final class SharedTokenBucket implements RateLimiter {
 				return once == ONCE_GRANTED;
 			}
 		}
-		else {
-			Stripes stripes = s.stripes;
-			if (stripes != null && stripes.take(n, now()) == Stripes.TAKEN) {
-				return true; // S2, kept apart from the rest so that it compiles small
+		else if (s.stripes != null) {
+			int taken = s.stripes.take(n, now()); // S2, kept apart from the rest so that it compiles small
+			if (taken == Stripes.TAKEN) {
+				return true;
 			}
+			return claimCoveredSlowly(n, s, (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET);
 		}
-		return claimCoveredSlowly(n);
+		return claimCoveredSlowly(n, null, NO_TICKET);
 	}
 
 	/**
@@ -933,10 +934,23 @@ public final class SharedTokenBucket implements RateLimiter {
 		return ticket < FOLDING + 1; // NO_TICKET .. FOLDING: the five lowest longs
 	}
 
-	private boolean claimCoveredSlowly(long n) {
+	/**
+	 * {@link #claimCovered} when its first try did not decide: {@code asked}, when not {@code null}, is the
+	 * striped state whose stripe already answered {@code answer} (as {@link #tryFastClaim} would have), so
+	 * that the first attempt does not ask it again.
+	 */
+	private boolean claimCoveredSlowly(long n, @Nullable State asked, long answer) {
 		for (int attempt = 0;; attempt++) {
-			State seen = this.state;
-			long ticket = tryFastClaim(n, now(), true, true);
+			State seen;
+			long ticket;
+			if (attempt == 0 && asked != null) {
+				seen = asked;
+				ticket = answer;
+			}
+			else {
+				seen = this.state;
+				ticket = tryFastClaim(n, now(), true, true);
+			}
 			if (ticket == REFUSED) {
 				return false;
 			}
