@@ -61,4 +61,45 @@ class StaleStateFastClaimTests {
 		assertThat(bucket.snapshot().available()).isEqualTo(10.0);
 		assertThat(bucket.tryAcquire(10)).isTrue();
 	}
+
+	/**
+	 * The same stale read before a lower limit: the caller judges the level against the old limit (50 tokens,
+	 * not full at 100), takes 40 on the lock-free path, sees the new state, and the re-check under the lock asks
+	 * only whether its ticket is covered by the head (it is), not whether the bucket, capped at its new limit of
+	 * 10 (I1), held 40: a call that began before {@code updateLimit(10)} and read the clock after it returned is
+	 * granted 40 tokens from a bucket that holds at most 10.
+	 */
+	@Test
+	void aClaimThatReadTheStateBeforeALowerLimitIsNotGrantedMoreThanTheLimit() throws Exception {
+		AtomicBoolean armed = new AtomicBoolean();
+		CountDownLatch blocked = new CountDownLatch(1);
+		CountDownLatch release = new CountDownLatch(1);
+		LongSupplier clock = () -> {
+			if (Thread.currentThread().getName().equals("stale") && armed.compareAndSet(true, false)) {
+				blocked.countDown();
+				try {
+					release.await(10, TimeUnit.SECONDS);
+				}
+				catch (InterruptedException ex) {
+					Thread.currentThread().interrupt();
+				}
+			}
+			return 0L; // standing still
+		};
+		SharedTokenBucket bucket = SharedTokenBucket.builder()
+			.rate(1, Duration.ofDays(1))
+			.limit(100)
+			.initial(50)
+			.clock(clock)
+			.build();
+		boolean[] granted = new boolean[1];
+		Thread stale = new Thread(() -> granted[0] = bucket.tryAcquire(40), "stale");
+		armed.set(true);
+		stale.start();
+		assertThat(blocked.await(10, TimeUnit.SECONDS)).isTrue();
+		bucket.updateLimit(10); // the bucket now holds at most 10
+		release.countDown();
+		stale.join(10_000);
+		assertThat(granted[0]).as("40 tokens granted from a bucket whose limit is 10").isFalse();
+	}
 }
