@@ -142,11 +142,13 @@ import org.jspecify.annotations.Nullable;
  * by 128 bytes.</li>
  * <li>S6. <b>Folding and striping again allocate nothing.</b> The states striped mode publishes (striped, and
  * held, S4) are reused: one held and two striped ones, in turn, written under the lock. Only the lock's holder
- * reads their epoch: the fast paths turn away on their stripes or their hold first, and a ticket read against
- * one outside the lock ({@link #deficiency}, a waiting claim) is covered, since S1 reserves only tokens beyond
- * the tail and every call that takes a ticket folds first. Every other state is made anew and never written
- * after it is published. ({@code BucketAllocationTests}; the model tests above, which fold and stripe again
- * thousands of times per run.)</li>
+ * reads their epoch: the fast paths turn away on their stripes or their hold first, and a reader of a ticket's
+ * coverage outside the lock ({@link #deficiency}, a waiting claim) that finds one takes the lock and folds. (It
+ * cannot take every ticket as covered: a grab that moves the tail between the stripes' check and their
+ * reservation, which then gives up, has its ticket while the striped state is published, found by
+ * {@code GrabDeficiencyRacingStripeTests} and jcstress {@code GrabRacingStripeReservation}.) Every other state
+ * is made anew and never written after it is published. ({@code BucketAllocationTests}; the model tests above,
+ * which fold and stripe again thousands of times per run.)</li>
  * </ul>
  * Wake-ups (a claim that waits is told when what it waits for may have changed, so that a caller
  * polling on a timer polls again at once, {@link Reservation#onWake}):
@@ -360,9 +362,25 @@ public final class SharedTokenBucket implements RateLimiter {
 	 */
 	public long deficiency(long ticket) {
 		long cap = this.ceil;
+		State s = roverState();
+		return missing(cap, s, ticket, now());
+	}
+
+	/**
+	 * S6: the state in force, for a reader outside the lock that reads its epoch: a state of striped mode
+	 * (whose epoch only the lock's holder reads) is folded first, under the lock. (Striped mode never has a
+	 * claim waiting, but a ticket can be out while it is entered: a grab that moved the tail between the
+	 * stripes' check and their reservation, which then gives up: {@code GrabDeficiencyRacingStripeTests}.)
+	 */
+	private State roverState() {
 		State s = this.state;
-		long now = now(); // (I5: read even when not needed, so that a clock that goes back later changes nothing)
-		return s.marker() ? 0 : missing(cap, s, ticket, now);
+		if (!s.marker()) {
+			return s;
+		}
+		synchronized (this.lock) {
+			unstripeLocked();
+			return foldReached(now());
+		}
 	}
 
 	/**
@@ -778,6 +796,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		int backoff = BACKOFF_SPINS;
 		for (;;) {
+			long tl = (long) TAIL.getVolatile(this); // before the state: see claimCovered
 			State s = this.state;
 			Stripes stripes = s.stripes;
 			if (stripes != null) {
@@ -793,7 +812,6 @@ public final class SharedTokenBucket implements RateLimiter {
 			if (stripe && this.eagerStripeChooser != null) {
 				return CONTENDED;
 			}
-			long tl = (long) TAIL.getVolatile(this);
 			if (s.holes.length != 0) {
 				return NO_TICKET;
 			}
@@ -802,6 +820,9 @@ public final class SharedTokenBucket implements RateLimiter {
 			if (s.base + tokens - tl - s.limit >= 0) {
 				// full (I2): waste the excess; the epoch must restart unless the head is a whole number
 				if (covered && n > s.limit) {
+					if (!refusable(s, tl)) {
+						continue;
+					}
 					return REFUSED;
 				}
 				if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
@@ -812,8 +833,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			else {
 				long available = s.base + quantized(tokens) - tl;
 				if (available < n && covered) {
-					if (this.state != s) {
-						continue; // S1: the tail may hold the stripes' reservation, whose state came after s
+					if (!refusable(s, tl)) {
+						continue;
 					}
 					return REFUSED; // decided on the state in force: no lock needed to say no
 				}
@@ -870,15 +891,20 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * then the lock (S4).
 	 */
 	private boolean claimCovered(long n) {
+		// the clock, the tail, then the state (I6): a state read after the tail is the one in force when the tail
+		// was read or a later one, so a CAS that succeeds on a state unchanged since is decided on the state in
+		// force at that instant, at a time no later than it
+		long now = now();
+		long tl = (long) TAIL.getVolatile(this);
 		State s = this.state;
 		if (s.plain) {
-			int once = claimOnce(s, n);
+			int once = claimOnce(s, n, now, tl);
 			if (once != ONCE_UNSURE) {
 				return once == ONCE_GRANTED;
 			}
 		}
 		else if (s.stripes != null) {
-			int taken = s.stripes.take(n, now()); // S2, kept apart from the rest so that it compiles small
+			int taken = s.stripes.take(n, now); // S2, kept apart from the rest so that it compiles small
 			if (taken == Stripes.TAKEN) {
 				return true;
 			}
@@ -893,14 +919,12 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * are there, a full bucket only when its head is a whole number (I2). Anything else, a lost CAS
 	 * included, is {@link #ONCE_UNSURE}, and {@link #claimCoveredSlowly} decides.
 	 */
-	private int claimOnce(State s, long n) {
-		long now = now();
-		long tl = (long) TAIL.getVolatile(this);
+	private int claimOnce(State s, long n, long now, long tl) {
 		long head = s.base + s.tokens(now);
 		long next;
 		if (head - tl - s.limit >= 0) {
 			if (n > s.limit) {
-				return ONCE_REFUSED;
+				return refusable(s, tl) ? ONCE_REFUSED : ONCE_UNSURE;
 			}
 			if (!s.rate.isWhole(now - s.start)) {
 				return ONCE_UNSURE; // I2: the epoch restarts, under the lock
@@ -911,13 +935,22 @@ public final class SharedTokenBucket implements RateLimiter {
 			next = tl + n;
 		}
 		else {
-			// decided on the state in force (the tail may hold the stripes' reservation, whose state came after s)
-			return (this.state == s) ? ONCE_REFUSED : ONCE_UNSURE;
+			return refusable(s, tl) ? ONCE_REFUSED : ONCE_UNSURE;
 		}
 		if (isSentinel(next) || !TAIL.compareAndSet(this, tl, next)) {
 			return ONCE_UNSURE;
 		}
 		return (this.state == s || recheck(next, n, true) != NO_TICKET) ? ONCE_GRANTED : ONCE_UNSURE;
+	}
+
+	/**
+	 * Whether a refusal decided on {@code s} and the tail {@code tl} (read before {@code s}) holds: the tail,
+	 * then the state, read again and unchanged, so that at the instant the tail was read again the bucket was
+	 * {@code (s, tl)} (a state of rover mode is never published twice). A give-back can move the tail down without
+	 * a new state, and a new state can come between the two first reads.
+	 */
+	private boolean refusable(State s, long tl) {
+		return (long) TAIL.getVolatile(this) == tl && this.state == s;
 	}
 
 	/** {@link #claimOnce}: granted. */
@@ -1544,10 +1577,8 @@ public final class SharedTokenBucket implements RateLimiter {
 
 		/**
 		 * Whether this is a state of striped mode, striped or held (S6), whose epoch only the lock's holder
-		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a ticket
-		 * read against it outside the lock ({@link #deficiency}, a waiting claim) is covered: S1 reserves only
-		 * tokens beyond the tail, so every ticket handed out before is covered, and none is handed out in
-		 * striped mode (every call that takes a ticket folds first and publishes a state of rover mode).
+		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a reader
+		 * of a ticket's coverage outside the lock folds it first ({@link #roverState}).
 		 */
 		boolean marker() {
 			return this.stripes != null || this.held;
@@ -1637,10 +1668,10 @@ public final class SharedTokenBucket implements RateLimiter {
 			if (tokens() == 0) {
 				return 0;
 			}
-			long now = now();
 			long cap = SharedTokenBucket.this.ceil;
-			State s = SharedTokenBucket.this.state;
-			if (s.marker() || missing(cap, s, this.ticket, now) == 0) {
+			State s = roverState();
+			long now = now();
+			if (missing(cap, s, this.ticket, now) == 0) {
 				return 0;
 			}
 			if (capMissing(cap, s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
