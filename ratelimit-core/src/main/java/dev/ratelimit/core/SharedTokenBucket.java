@@ -81,9 +81,11 @@ import org.jspecify.annotations.Nullable;
  * <li>I6. <b>One writer of the structure at a time.</b> Epoch changes (I2's restart, I3's holes, rate and
  * limit changes), capped mode, every claim that must wait and, in striped mode, every call but a stripe
  * grant (S3) go through one lock. The lock-free fast
- * path only claims tokens that are there, with one CAS on the tail, and re-reads the state after its
+ * path reads the clock, the tail, then the state (so the state is the one in force at a time no earlier than
+ * the clock's), only claims tokens that are there, with one CAS on the tail, and re-reads the state after its
  * CAS: if the state changed meanwhile it re-checks its claim under the lock and gives it back when it
- * is not covered. Writers publish a new state before they move the tail, so a CAS that succeeds on an
+ * is not covered; a refusal reads the tail and the state again, unchanged
+ * ({@code StaleStateFastClaimTests}). Writers publish a new state before they move the tail, so a CAS that succeeds on an
  * unchanged state was decided on the state in force at that instant. (jcstress
  * {@code TwoCallersOnTheLastToken}, {@code RefundRacingReplenish}).</li>
  * <li>I7. <b>A refund and a charge act on the rate as if the call had taken fewer or more tokens.</b>
