@@ -893,10 +893,20 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * then the lock (S4).
 	 */
 	private boolean claimCovered(long n) {
+		long now = now();
+		State striped = this.state;
+		Stripes stripes = striped.stripes;
+		if (stripes != null) {
+			int taken = stripes.take(n, now); // S2, kept apart from the rest so that it compiles small
+			if (taken == Stripes.TAKEN) {
+				return true;
+			}
+			return claimCoveredSlowly(n, striped, (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET);
+		}
 		// the clock, the tail, then the state (I6): a state read after the tail is the one in force when the tail
 		// was read or a later one, so a CAS that succeeds on a state unchanged since is decided on the state in
-		// force at that instant, at a time no later than it
-		long now = now();
+		// force at that instant, at a time no later than it (a stripe needs no tail: closed before a fold reads
+		// the clock, it takes nothing after it)
 		long tl = (long) TAIL.getVolatile(this);
 		State s = this.state;
 		if (s.plain) {
@@ -905,15 +915,9 @@ public final class SharedTokenBucket implements RateLimiter {
 				return once == ONCE_GRANTED;
 			}
 		}
-		else if (s.stripes != null) {
-			int taken = s.stripes.take(n, now); // S2, kept apart from the rest so that it compiles small
-			if (taken == Stripes.TAKEN) {
-				return true;
-			}
-			return claimCoveredSlowly(n, s, (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET);
-		}
 		return claimCoveredSlowly(n, null, NO_TICKET);
 	}
+
 
 	/**
 	 * The lock-free claim of I6 in its common case, tried once, small enough to be compiled into
