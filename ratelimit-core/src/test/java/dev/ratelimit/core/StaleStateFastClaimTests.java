@@ -12,34 +12,20 @@ import org.junit.jupiter.api.Test;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * {@code claimOnce} reads the state, then the clock, then the tail. A caller that read the state, and whose
- * clock reading comes after a rate change completed (here: the clock blocks that one reading until the test has
- * changed the rate to a slower one and moved the clock), computes the head at that later time with the old,
- * faster rate: it finds the bucket full, moves the tail to {@code head - limit + n} (I2, the excess wasted),
- * sees the new state, re-checks under the lock, finds its claim not covered and gives back its {@code n}
- * tokens only: the tail stays where the stale head put it, beyond the real head, and the tokens of that jump
- * are lost (I4). Deterministic: the race is forced by a clock that blocks one reading.
+ * I6's read order on the lock-free path: the clock, the tail, then the state. A caller whose clock reading
+ * stalls while a rate or limit change completes must judge its claim on the state in force after the change.
+ * {@code claimOnce} once read the state before the clock (found by an adversarial review): with a slower rate
+ * it computed the head at the later time with the old, faster rate, found the bucket full, moved the tail to
+ * {@code head - limit + n} beyond the real head, and the re-check under the lock gave back only its {@code n}:
+ * the tokens of that jump were lost (I4); with a lower limit it took 40 tokens from a bucket whose limit was
+ * already 10 (I1). Deterministic: the race is forced by a clock that blocks one reading of the caller's.
  */
 class StaleStateFastClaimTests {
 
 	@Test
 	void aClaimThatReadTheStateBeforeASlowerRateLosesNoTokens() throws Exception {
 		AtomicLong time = new AtomicLong(0);
-		AtomicBoolean armed = new AtomicBoolean();
-		CountDownLatch blocked = new CountDownLatch(1);
-		CountDownLatch release = new CountDownLatch(1);
-		LongSupplier clock = () -> {
-			if (Thread.currentThread().getName().equals("stale") && armed.compareAndSet(true, false)) {
-				blocked.countDown();
-				try {
-					release.await(10, TimeUnit.SECONDS);
-				}
-				catch (InterruptedException ex) {
-					Thread.currentThread().interrupt();
-				}
-			}
-			return time.get();
-		};
+		StallingClock clock = new StallingClock(time::get);
 		SharedTokenBucket bucket = SharedTokenBucket.builder()
 			.rate(1, Duration.ofMillis(1))
 			.limit(10)
@@ -47,14 +33,10 @@ class StaleStateFastClaimTests {
 			.clock(clock)
 			.build();
 		boolean[] granted = new boolean[1];
-		Thread stale = new Thread(() -> granted[0] = bucket.tryAcquire(1), "stale");
-		armed.set(true);
-		stale.start();
-		assertThat(blocked.await(10, TimeUnit.SECONDS)).isTrue(); // read the state, blocked in its clock reading
+		Thread stale = clock.stall(() -> granted[0] = bucket.tryAcquire(1));
 		bucket.updateRate(Rate.of(1, Duration.ofSeconds(1))); // at 0: head 0, tail 0, 1 token a second from now
 		time.set(Duration.ofMillis(20).toNanos()); // old rate: 20 tokens (full); new rate: none
-		release.countDown();
-		stale.join(10_000);
+		clock.release(stale);
 		assertThat(granted[0]).as("no token at 20 ms at 1 a second").isFalse();
 		time.set(Duration.ofMillis(20).toNanos() + Duration.ofSeconds(10).toNanos());
 		// at 1 a second from 0, 10 tokens are made by 10.02 s, and nothing was taken: the bucket is full
@@ -63,29 +45,12 @@ class StaleStateFastClaimTests {
 	}
 
 	/**
-	 * The same stale read before a lower limit: the caller judges the level against the old limit (50 tokens,
-	 * not full at 100), takes 40 on the lock-free path, sees the new state, and the re-check under the lock asks
-	 * only whether its ticket is covered by the head (it is), not whether the bucket, capped at its new limit of
-	 * 10 (I1), held 40: a call that began before {@code updateLimit(10)} and read the clock after it returned is
-	 * granted 40 tokens from a bucket that holds at most 10.
+	 * The same stall before a lower limit: judged against the old limit (50 tokens, not full at 100), a claim
+	 * of 40 would be granted from a bucket that holds at most 10 once {@code updateLimit(10)} has returned.
 	 */
 	@Test
 	void aClaimThatReadTheStateBeforeALowerLimitIsNotGrantedMoreThanTheLimit() throws Exception {
-		AtomicBoolean armed = new AtomicBoolean();
-		CountDownLatch blocked = new CountDownLatch(1);
-		CountDownLatch release = new CountDownLatch(1);
-		LongSupplier clock = () -> {
-			if (Thread.currentThread().getName().equals("stale") && armed.compareAndSet(true, false)) {
-				blocked.countDown();
-				try {
-					release.await(10, TimeUnit.SECONDS);
-				}
-				catch (InterruptedException ex) {
-					Thread.currentThread().interrupt();
-				}
-			}
-			return 0L; // standing still
-		};
+		StallingClock clock = new StallingClock(() -> 0L); // standing still
 		SharedTokenBucket bucket = SharedTokenBucket.builder()
 			.rate(1, Duration.ofDays(1))
 			.limit(100)
@@ -93,13 +58,58 @@ class StaleStateFastClaimTests {
 			.clock(clock)
 			.build();
 		boolean[] granted = new boolean[1];
-		Thread stale = new Thread(() -> granted[0] = bucket.tryAcquire(40), "stale");
-		armed.set(true);
-		stale.start();
-		assertThat(blocked.await(10, TimeUnit.SECONDS)).isTrue();
+		Thread stale = clock.stall(() -> granted[0] = bucket.tryAcquire(40));
 		bucket.updateLimit(10); // the bucket now holds at most 10
-		release.countDown();
-		stale.join(10_000);
+		clock.release(stale);
 		assertThat(granted[0]).as("40 tokens granted from a bucket whose limit is 10").isFalse();
+	}
+
+	/** A clock whose first reading by the thread {@link #stall} starts blocks until {@link #release}. */
+	private static final class StallingClock implements LongSupplier {
+
+		private final LongSupplier time;
+
+		private final AtomicBoolean armed = new AtomicBoolean();
+
+		private final CountDownLatch blocked = new CountDownLatch(1);
+
+		private final CountDownLatch released = new CountDownLatch(1);
+
+		private volatile Thread stalled;
+
+		StallingClock(LongSupplier time) {
+			this.time = time;
+		}
+
+		@Override
+		public long getAsLong() {
+			if (Thread.currentThread() == this.stalled && this.armed.compareAndSet(true, false)) {
+				this.blocked.countDown();
+				try {
+					this.released.await(10, TimeUnit.SECONDS);
+				}
+				catch (InterruptedException ex) {
+					Thread.currentThread().interrupt();
+				}
+			}
+			return this.time.getAsLong();
+		}
+
+		/** Starts {@code call} on a thread of its own and returns once that thread is blocked in the clock. */
+		Thread stall(Runnable call) throws InterruptedException {
+			Thread thread = new Thread(call, "stale");
+			this.stalled = thread;
+			this.armed.set(true);
+			thread.start();
+			assertThat(this.blocked.await(10, TimeUnit.SECONDS)).as("the caller read the clock").isTrue();
+			return thread;
+		}
+
+		/** Lets the stalled reading go on and waits for its call to end. */
+		void release(Thread thread) throws InterruptedException {
+			this.released.countDown();
+			thread.join(10_000);
+			assertThat(thread.isAlive()).as("the stalled call ended").isFalse();
+		}
 	}
 }
