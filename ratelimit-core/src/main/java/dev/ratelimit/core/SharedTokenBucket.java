@@ -918,7 +918,6 @@ public final class SharedTokenBucket implements RateLimiter {
 		return claimCoveredSlowly(n, null, NO_TICKET);
 	}
 
-
 	/**
 	 * The lock-free claim of I6 in its common case, tried once, small enough to be compiled into
 	 * {@link #tryAcquire} ({@link #tryFastClaim} is not): on a {@code plain} state, {@code n} tokens that
