@@ -142,17 +142,7 @@ class StripedBucketConcurrencyTests {
 			AtomicLong granted = new AtomicLong();
 			AtomicBoolean done = new AtomicBoolean();
 			AtomicBoolean striped = new AtomicBoolean();
-			Thread ticker = new Thread(() -> {
-				ThreadLocalRandom random = ThreadLocalRandom.current();
-				for (int tick = 0; tick < 20_000; tick++) {
-					clock.advanceNanos(random.nextInt(4) == 0 ? 1 : random.nextLong(3 * interval));
-					for (int spin = random.nextInt(200); spin > 0; spin--) {
-						Thread.onSpinWait();
-					}
-				}
-				done.set(true);
-			});
-			ticker.start();
+			Thread ticker = ticker(clock, 3 * interval, 200, done);
 			runThreads(() -> {
 				ThreadLocalRandom random = ThreadLocalRandom.current();
 				long mine = 0;
@@ -202,17 +192,7 @@ class StripedBucketConcurrencyTests {
 			int[] counts = new int[THREADS];
 			AtomicBoolean done = new AtomicBoolean();
 			AtomicLong ids = new AtomicLong();
-			Thread ticker = new Thread(() -> {
-				ThreadLocalRandom random = ThreadLocalRandom.current();
-				for (int tick = 0; tick < 20_000; tick++) {
-					clock.advanceNanos(random.nextInt(4) == 0 ? 1 : random.nextLong(2 * interval));
-					for (int spin = random.nextInt(300); spin > 0; spin--) {
-						Thread.onSpinWait();
-					}
-				}
-				done.set(true);
-			});
-			ticker.start();
+			Thread ticker = ticker(clock, 2 * interval, 300, done);
 			runThreads(() -> {
 				int id = (int) ids.getAndIncrement();
 				ThreadLocalRandom random = ThreadLocalRandom.current();
@@ -233,20 +213,10 @@ class StripedBucketConcurrencyTests {
 			});
 			done.set(true);
 			ticker.join();
-			int total = 0;
-			for (int count : counts) {
-				total += count;
-			}
-			long[] bs = new long[total];
-			long[] as = new long[total];
-			long[] ns = new long[total];
-			int at = 0;
-			for (int i = 0; i < THREADS; i++) {
-				System.arraycopy(b[i], 0, bs, at, counts[i]);
-				System.arraycopy(a[i], 0, as, at, counts[i]);
-				System.arraycopy(n[i], 0, ns, at, counts[i]);
-				at += counts[i];
-			}
+			long[] bs = StripedBucketStressTests.joined(b, counts);
+			long[] as = StripedBucketStressTests.joined(a, counts);
+			long[] ns = StripedBucketStressTests.joined(n, counts);
+			int total = bs.length;
 			// (the fake clock starts near Long.MAX_VALUE and wraps: the check measures from the first reading)
 			long origin = clock.getAsLong();
 			for (int i = 0; i < total; i++) {
@@ -261,6 +231,25 @@ class StripedBucketConcurrencyTests {
 			assertThat(violation).as("rate %d per %d ns, limit %d", tokens, period, limit).isNull();
 			assertThat((long) bucket.snapshot().available()).isLessThanOrEqualTo(limit);
 		}
+	}
+
+	/**
+	 * Starts a thread that moves {@code clock} 20,000 times, by 1 ns one time in four and otherwise by up to
+	 * {@code mostStep}, spinning up to {@code mostSpins} between moves, then sets {@code done}.
+	 */
+	private static Thread ticker(FakeClock clock, long mostStep, int mostSpins, AtomicBoolean done) {
+		Thread ticker = new Thread(() -> {
+			ThreadLocalRandom random = ThreadLocalRandom.current();
+			for (int tick = 0; tick < 20_000; tick++) {
+				clock.advanceNanos(random.nextInt(4) == 0 ? 1 : random.nextLong(mostStep));
+				for (int spin = random.nextInt(mostSpins); spin > 0; spin--) {
+					Thread.onSpinWait();
+				}
+			}
+			done.set(true);
+		});
+		ticker.start();
+		return ticker;
 	}
 
 	/** Runs {@code body} on {@link #THREADS} threads started together; rethrows what one threw. */

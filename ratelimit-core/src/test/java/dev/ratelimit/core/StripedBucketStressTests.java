@@ -163,23 +163,27 @@ class StripedBucketStressTests {
 		if (failure.get() != null) {
 			throw new AssertionError(failure.get());
 		}
-		int total = Arrays.stream(counts).sum();
-		long[] bs = new long[total];
-		long[] as = new long[total];
-		long[] ns = new long[total];
-		int at = 0;
-		for (int i = 0; i < threads; i++) {
-			System.arraycopy(before[i], 0, bs, at, counts[i]);
-			System.arraycopy(after[i], 0, as, at, counts[i]);
-			System.arraycopy(tokens[i], 0, ns, at, counts[i]);
-			at += counts[i];
-		}
+		long[] bs = joined(before, counts);
+		long[] as = joined(after, counts);
+		long[] ns = joined(tokens, counts);
+		int total = bs.length;
 		System.out.printf("striped stress: %d/s limit %d, %d threads, %d grants (%d tokens), striped seen: %s%n",
 				tokensPerSecond, limit, threads, total, Arrays.stream(ns).sum(), sawStriped.get());
 		String violation = tokenBucketBoundViolation(bs, as, ns, tokensPerSecond, 1_000_000_000L, limit);
 		assertThat(violation).as("the token-bucket bound over windows bracketed by the callers' clock readings")
 			.isNull();
 		assertThat((long) bucket.snapshot().available()).isLessThanOrEqualTo(limit);
+	}
+
+	/** The first {@code counts[i]} values of each {@code parts[i]}, one after the other. */
+	static long[] joined(long[][] parts, int[] counts) {
+		long[] all = new long[Arrays.stream(counts).sum()];
+		int at = 0;
+		for (int i = 0; i < counts.length; i++) {
+			System.arraycopy(parts[i], 0, all, at, counts[i]);
+			at += counts[i];
+		}
+		return all;
 	}
 
 	/**
