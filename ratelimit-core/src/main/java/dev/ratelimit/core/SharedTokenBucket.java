@@ -1,13 +1,9 @@
 package dev.ratelimit.core;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
 import java.time.Duration;
-import java.util.Arrays;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.function.IntSupplier;
 import java.util.function.LongSupplier;
 
 import org.jspecify.annotations.Nullable;
@@ -192,55 +188,7 @@ import org.jspecify.annotations.Nullable;
  * closing a capped {@link Permit}) <i>happen-before</i> actions following a successful acquisition
  * of those tokens in another thread.
  */
-public final class SharedTokenBucket implements RateLimiter {
-
-	/**
-	 * The largest claim, 2^50 tokens: rovers compared by difference stay exact while a held ticket is
-	 * less than 2^63 behind them (see the class notes), which takes 2^13 give-ups of the largest claim.
-	 */
-	static final long MAX_COST = 1L << 50;
-
-	private static final long[] NO_HOLES = new long[0];
-
-	/**
-	 * Spin-waits after a lost CAS on the tail, doubling up to {@link #MAX_BACKOFF_SPINS}: chosen with
-	 * {@code TryPathBenchmark} on 2 threads (0: 15 ops/us, 16: 39, 64: 37).
-	 */
-	private static final int BACKOFF_SPINS = 32;
-
-	private static final int MAX_BACKOFF_SPINS = 1024;
-
-	private static final VarHandle TAIL;
-
-	private static final VarHandle SEEN;
-
-	private static final VarHandle FOLDER;
-
-	static {
-		try {
-			MethodHandles.Lookup lookup = MethodHandles.lookup();
-			TAIL = lookup.findVarHandle(SharedTokenBucket.class, "tail", long.class);
-			SEEN = lookup.findVarHandle(SharedTokenBucket.class, "seen", long.class);
-			FOLDER = lookup.findVarHandle(SharedTokenBucket.class, "folding", boolean.class);
-		}
-		catch (ReflectiveOperationException ex) {
-			throw new ExceptionInInitializerError(ex);
-		}
-	}
-
-	private final @Nullable String name;
-
-	private final LongSupplier clock;
-
-	/** I5: the default clock, {@code System.nanoTime()}, never goes back: {@code seen} is not needed. */
-	private final boolean monotonic;
-
-	private final boolean cappedRelease;
-
-	/** I5 for claims: their deadlines are measured on the same never-going-back time. */
-	private final LongSupplier seenClock = this::now;
-
-	private final long threshold;
+public final class SharedTokenBucket extends StripedBucket implements RateLimiter {
 
 	private final StatsRecorder stats;
 
@@ -249,47 +197,11 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** Claims that wait, woken when something ahead of them changes (I3, W1). */
 	private final Set<Claim> sleepers = ConcurrentHashMap.newKeySet();
 
-	/** I6: the one writer of the state, the ceiling and capped claims. */
-	private final Object lock = new Object();
-
-	private volatile State state;
-
-	/** Striped mode's stripes, made the first time it is entered (guarded by {@link #lock}). */
-	private @Nullable Stripes stripeSet;
-
-	/** Tests only: stripe whenever allowed, each caller on the stripe this chooses. */
-	private volatile @Nullable IntSupplier eagerStripeChooser;
-
-	/** Striped mode (S1): the tail before the stripes' reservation (guarded by {@link #lock}). */
-	private long stripeFrom;
-
-	/** Striped mode (S1): the tokens reserved for the stripes (guarded by {@link #lock}). */
-	private long stripeReserved;
-
-	/** S6: the held state of striped mode, reused (guarded by {@link #lock}). */
-	private @Nullable State heldState;
-
-	/** S6: the two striped states, reused in turn (guarded by {@link #lock}). */
-	private final @Nullable State[] stripedStates = new State[2];
-
-	/** S6: the striped state to use next (guarded by {@link #lock}). */
-	private int stripedTurn;
-
-	/** S4: a caller is folding the stripes, the others wait for it (set by CAS, before the lock). */
-	@SuppressWarnings("unused")
-	private volatile boolean folding;
-
-	@SuppressWarnings("unused")
-	private volatile long tail;
-
-	/** I5: the latest clock reading seen; written opaquely, read racily (see the class notes). */
-	@SuppressWarnings("unused")
-	private volatile long seen;
-
-	/** Capped release only: guarded by {@link #lock}; volatile for readers outside it. */
-	private volatile long ceil;
+	/** I5 for claims: their deadlines are measured on the same never-going-back time. */
+	private final LongSupplier seenClock = this::now;
 
 	private SharedTokenBucket(Builder builder) {
+		super(builder.name, builder.clock, builder.isCappedRelease(), builder.threshold);
 		Rate rate = builder.rate();
 		long lim = builder.checkedLimit(rate);
 		long init = (builder.initial != null) ? builder.initial : lim;
@@ -300,11 +212,6 @@ public final class SharedTokenBucket implements RateLimiter {
 			throw new IllegalArgumentException(
 					"threshold must be between 1 and limit (" + lim + "), was " + builder.threshold);
 		}
-		this.name = builder.name;
-		this.clock = builder.clock;
-		this.monotonic = (builder.clock == RateLimiterBuilder.NANO_TIME);
-		this.cappedRelease = builder.isCappedRelease();
-		this.threshold = builder.threshold;
 		this.stats = builder.stats;
 		long now = this.clock.getAsLong();
 		this.seen = now;
@@ -351,8 +258,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return ticket;
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			return claimLocked(n, now(), false);
+			return claimLocked(n, enterLocked(), false);
 		}
 	}
 
@@ -380,8 +286,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			return s;
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			return foldReached(now());
+			enterLocked();
+			return this.state;
 		}
 	}
 
@@ -401,7 +307,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		if (this.state.holes.length != 0) {
 			synchronized (this.lock) {
-				foldReached(now());
+				enterLocked();
 			}
 		}
 	}
@@ -416,6 +322,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		checkNonNegative(n);
 		if (this.cappedRelease && n > 0) {
 			synchronized (this.lock) {
+				enterLocked();
 				this.ceil += n;
 			}
 			wakeAll();
@@ -440,9 +347,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			return;
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			long now = now();
-			State s = foldReached(now);
+			long now = enterLocked();
+			State s = this.state;
 			long tl = (long) TAIL.getVolatile(this);
 			// I1: the head need never run more than the limit ahead of the claims (and so never wraps);
 			// a fast-path claim that moves the tail meanwhile sees the new state and re-checks (I6)
@@ -474,8 +380,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return;
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			long now = now();
+			long now = enterLocked();
 			claimLocked(n, now, true);
 			if (this.cappedRelease) {
 				foldReached(now); // nobody waits for releases: the charge is in the ceiling at once
@@ -497,8 +402,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 		boolean hole;
 		synchronized (this.lock) {
-			unstripeLocked();
-			hole = giveBackLocked(ticket, n, now());
+			hole = giveBackLocked(ticket, n, enterLocked());
 		}
 		if (hole) {
 			wakeBehind(ticket);
@@ -540,9 +444,8 @@ public final class SharedTokenBucket implements RateLimiter {
 			throw new IllegalArgumentException("rate must not be null");
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			long now = now();
-			State s = foldReached(now);
+			long now = enterLocked();
+			State s = this.state;
 			settleFull(s, now);
 			s = this.state;
 			this.state = new State(rate, now, s.headAt(now), s.limit, s.holes, s.charges);
@@ -564,9 +467,8 @@ public final class SharedTokenBucket implements RateLimiter {
 					+ " (the threshold), was " + newLimit);
 		}
 		synchronized (this.lock) {
-			unstripeLocked();
-			long now = now();
-			State s = foldReached(now);
+			long now = enterLocked();
+			State s = this.state;
 			if (settleFull(s, now)) {
 				s = this.state;
 				this.state = new State(s.rate, now, s.headAt(now), s.limit, s.holes, s.charges);
@@ -614,8 +516,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			return Permit.noop();
 		}
 		long now = now();
-		long ticket = tryFastClaim(n, now, true, true);
-		if (ticket != NO_TICKET && ticket != REFUSED && ticket != CONTENDED && ticket != FOLDING) {
+		if (tryClaimNow(n, now) == GRANTED) {
 			this.stats.recordGranted(0);
 			return permitFor(n);
 		}
@@ -648,8 +549,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long ticket;
 		boolean hole;
 		synchronized (this.lock) {
-			unstripeLocked();
-			long now = now();
+			long now = enterLocked();
 			ticket = claimLocked(n, now, false);
 			State s = this.state;
 			wait = rateWait(s, ticket, now);
@@ -679,7 +579,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long now;
 		long pending = 0;
 		synchronized (this.lock) {
-			unstripeLocked();
+			enterLocked();
 			// the tail before the clock: every grab it shows read the clock before moving it, so none is
 			// later than now (read the other way, a grab after the clock read shows as tokens owed)
 			tl = (long) TAIL.getVolatile(this);
@@ -740,152 +640,23 @@ public final class SharedTokenBucket implements RateLimiter {
 		return this.state.rate;
 	}
 
-	// ---- internals ------------------------------------------------------------------------------------
-
-	/** What the claim methods return when they claimed nothing. Tickets never equal it: see {@link #tryFastClaim}. */
-	private static final long NO_TICKET = Long.MIN_VALUE;
-
-	/** What {@link #tryFastClaim} returns when the tokens are not there (and the lock could not help). */
-	private static final long REFUSED = Long.MIN_VALUE + 1;
-
-	/**
-	 * What {@link #tryFastClaim} returns to a covered claim that lost the tail to another caller while the
-	 * bucket held enough tokens to stripe (S1): the lock decides, then stripes.
-	 */
-	private static final long CONTENDED = Long.MIN_VALUE + 2;
-
-	/** What {@link #tryFastClaim} returns for tokens taken from a stripe (S2): covered, no ticket. */
-	private static final long STRIPED = Long.MIN_VALUE + 3;
-
-	/** What {@link #tryFastClaim} returns when the caller's stripe is closed: another caller folds (S4). */
-	private static final long FOLDING = Long.MIN_VALUE + 4;
-
-	/** Spin-waits for a fold by another caller before taking the lock (S4): a fold takes a few microseconds. */
-	private static final int FOLD_SPINS = 1 << 12;
-
-	/** The fewest tokens per stripe worth striping for (tests that stripe eagerly take 1). */
-	private static final long STRIPE_MIN_BUDGET = 16;
-
-	private static final int STRIPE_COUNT = Stripes.defaultCount();
-
-	/** I5: the clock, never earlier than a reading already seen. */
-	private long now() {
-		if (this.monotonic) {
-			return System.nanoTime(); // the clock itself, read without the supplier
-		}
-		long t = this.clock.getAsLong();
-		long s = (long) SEEN.getOpaque(this);
-		if (t - s > 0) {
-			SEEN.setOpaque(this, t);
-			return t;
-		}
-		return s;
-	}
-
-	/**
-	 * The lock-free path (I6): claims {@code n} tokens with one CAS on the tail when no structure is in
-	 * the way (no capped release, no holes, and no epoch restart needed by I2); {@code covered} asks
-	 * for tokens that are there now, otherwise the claim is made whatever it waits for. With
-	 * {@code stripe} (a covered claim that needs no ticket) it takes them from its stripe in striped
-	 * mode (S2) and returns {@link #STRIPED}, or says {@link #CONTENDED} after losing the tail (S1).
-	 *
-	 * @return the ticket, or {@link #NO_TICKET} when the caller must take the lock (or, with
-	 *         {@code covered}, when the tokens are not there)
-	 */
-	private long tryFastClaim(long n, long now, boolean covered, boolean stripe) {
-		if (this.cappedRelease) {
-			return NO_TICKET;
-		}
-		int backoff = BACKOFF_SPINS;
-		for (;;) {
-			long tl = (long) TAIL.getVolatile(this); // before the state: see claimCovered
-			State s = this.state;
-			Stripes stripes = s.stripes;
-			if (stripes != null) {
-				if (!stripe) {
-					return NO_TICKET;
-				}
-				int taken = stripes.take(n, now); // S2
-				return (taken == Stripes.TAKEN) ? STRIPED : (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET;
-			}
-			if (s.held) {
-				return stripe ? FOLDING : NO_TICKET; // S4
-			}
-			if (stripe && this.eagerStripeChooser != null) {
-				return CONTENDED;
-			}
-			if (s.holes.length != 0) {
-				return NO_TICKET;
-			}
-			long tokens = s.tokens(now);
-			long next;
-			if (s.base + tokens - tl - s.limit >= 0) {
-				// full (I2): waste the excess; the epoch must restart unless the head is a whole number
-				if (covered && n > s.limit) {
-					if (!refusable(s, tl)) {
-						continue;
-					}
-					return REFUSED;
-				}
-				if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
-					return NO_TICKET;
-				}
-				next = s.base + tokens - s.limit + n;
-			}
-			else {
-				long available = s.base + quantized(tokens) - tl;
-				if (available < n && covered) {
-					if (!refusable(s, tl)) {
-						continue;
-					}
-					return REFUSED; // decided on the state in force: no lock needed to say no
-				}
-				if (available < n && n - available > MAX_COST) {
-					return NO_TICKET;
-				}
-				next = tl + n;
-			}
-			if (isSentinel(next)) {
-				return NO_TICKET;
-			}
-			if (TAIL.compareAndSet(this, tl, next)) {
-				if (this.state == s) {
-					return next;
-				}
-				return recheck(next, n, covered);
-			}
-			if (stripe && this.threshold == 1
-					&& Math.min(s.base + tokens - tl, s.limit) >= STRIPE_MIN_BUDGET * STRIPE_COUNT) {
-				return CONTENDED; // S1: another caller took the tail meanwhile, and there are tokens to share out
-			}
-			// another caller won the tail: let it have the cache line for a while before trying again,
-			// longer after each loss (on 2 threads this triples the throughput of a bare retry)
-			for (int spin = 0; spin < backoff; spin++) {
-				Thread.onSpinWait();
-			}
-			backoff = Math.min(backoff << 1, MAX_BACKOFF_SPINS);
-		}
-	}
-
-	/** I6: the state changed while the fast path claimed; keep the claim only if it still holds. */
-	private long recheck(long ticket, long n, boolean covered) {
+	@Override
+	boolean recheck(long ticket, long n, boolean covered) {
 		boolean hole;
 		synchronized (this.lock) {
-			if (this.state.stripes != null && ticket - this.stripeFrom <= 0) {
-				return ticket; // S1: claimed before the stripes' reservation, which left it covered
+			if (claimedBeforeStripes(ticket)) {
+				return true; // S1: claimed before the stripes' reservation, which left it covered
 			}
-			unstripeLocked();
-			long now = now();
-			State s = foldReached(now);
-			if (!covered || missing(this.ceil, s, ticket, now) == 0) {
-				return ticket;
+			long now = enterLocked();
+			if (!covered || missing(this.ceil, this.state, ticket, now) == 0) {
+				return true;
 			}
 			hole = giveBackLocked(ticket, n, now);
 		}
 		if (hole) {
 			wakeBehind(ticket);
 		}
-		return NO_TICKET;
+		return false;
 	}
 
 	/**
@@ -898,10 +669,10 @@ public final class SharedTokenBucket implements RateLimiter {
 		Stripes stripes = striped.stripes;
 		if (stripes != null) {
 			int taken = stripes.take(n, now); // S2, kept apart from the rest so that it compiles small
-			if (taken == Stripes.TAKEN) {
+			if (taken == GRANTED) {
 				return true;
 			}
-			return claimCoveredSlowly(n, striped, (taken == Stripes.FOLDING) ? FOLDING : NO_TICKET);
+			return claimCoveredSlowly(n, striped, taken);
 		}
 		// the clock, the tail, then the state (I6): a state read after the tail is the one in force when the tail
 		// was read or a later one, so a CAS that succeeds on a state unchanged since is decided on the state in
@@ -911,28 +682,29 @@ public final class SharedTokenBucket implements RateLimiter {
 		State s = this.state;
 		if (s.plain) {
 			int once = claimOnce(s, n, now, tl);
-			if (once != ONCE_UNSURE) {
-				return once == ONCE_GRANTED;
+			if (once != UNSURE) {
+				return once == GRANTED;
 			}
 		}
-		return claimCoveredSlowly(n, null, NO_TICKET);
+		return claimCoveredSlowly(n, null, UNSURE);
 	}
 
 	/**
 	 * The lock-free claim of I6 in its common case, tried once, small enough to be compiled into
 	 * {@link #tryAcquire} ({@link #tryFastClaim} is not): on a {@code plain} state, {@code n} tokens that
-	 * are there, a full bucket only when its head is a whole number (I2). Anything else, a lost CAS
-	 * included, is {@link #ONCE_UNSURE}, and {@link #claimCoveredSlowly} decides.
+	 * are there, a full bucket only when its head is a whole number (I2). It returns {@link #GRANTED},
+	 * {@link #NOT_THERE} (decided on the state in force) or, for anything else, a lost CAS included,
+	 * {@link #UNSURE}, and {@link #claimCoveredSlowly} decides.
 	 */
 	private int claimOnce(State s, long n, long now, long tl) {
 		long head = s.base + s.tokens(now);
 		long next;
 		if (head - tl - s.limit >= 0) {
 			if (n > s.limit) {
-				return refusable(s, tl) ? ONCE_REFUSED : ONCE_UNSURE;
+				return refusable(s, tl) ? NOT_THERE : UNSURE;
 			}
 			if (!s.rate.isWhole(now - s.start)) {
-				return ONCE_UNSURE; // I2: the epoch restarts, under the lock
+				return UNSURE; // I2: the epoch restarts, under the lock
 			}
 			next = head - s.limit + n; // I2: the excess wasted
 		}
@@ -940,526 +712,17 @@ public final class SharedTokenBucket implements RateLimiter {
 			next = tl + n;
 		}
 		else {
-			return refusable(s, tl) ? ONCE_REFUSED : ONCE_UNSURE;
+			return refusable(s, tl) ? NOT_THERE : UNSURE;
 		}
-		if (isSentinel(next) || !TAIL.compareAndSet(this, tl, next)) {
-			return ONCE_UNSURE;
+		if (!TAIL.compareAndSet(this, tl, next)) {
+			return UNSURE;
 		}
-		return (this.state == s || recheck(next, n, true) != NO_TICKET) ? ONCE_GRANTED : ONCE_UNSURE;
+		return (this.state == s || recheck(next, n, true)) ? GRANTED : UNSURE;
 	}
 
-	/**
-	 * Whether a refusal decided on {@code s} and the tail {@code tl} (read before {@code s}) holds: the tail,
-	 * then the state, read again and unchanged, so that at the instant the tail was read again the bucket was
-	 * {@code (s, tl)} (a state of rover mode is never published twice). A give-back can move the tail down without
-	 * a new state, and a new state can come between the two first reads.
-	 */
-	private boolean refusable(State s, long tl) {
-		return (long) TAIL.getVolatile(this) == tl && this.state == s;
-	}
-
-	/** {@link #claimOnce}: granted. */
-	private static final int ONCE_GRANTED = 1;
-
-	/** {@link #claimOnce}: refused, on the state in force. */
-	private static final int ONCE_REFUSED = 0;
-
-	/** {@link #claimOnce}: not decided, the slow path decides. */
-	private static final int ONCE_UNSURE = -1;
-
-	/** Whether a ticket would read as one of the values the claim methods return instead of tickets. */
-	private static boolean isSentinel(long ticket) {
-		return ticket < FOLDING + 1; // NO_TICKET .. FOLDING: the five lowest longs
-	}
-
-	/**
-	 * {@link #claimCovered} when its first try did not decide: {@code asked}, when not {@code null}, is the
-	 * striped state whose stripe already answered {@code answer} (as {@link #tryFastClaim} would have), so
-	 * that the first attempt does not ask it again.
-	 */
-	private boolean claimCoveredSlowly(long n, @Nullable State asked, long answer) {
-		for (int attempt = 0;; attempt++) {
-			State seen;
-			long ticket;
-			if (attempt == 0 && asked != null) {
-				seen = asked;
-				ticket = answer;
-			}
-			else {
-				seen = this.state;
-				ticket = tryFastClaim(n, now(), true, true);
-			}
-			if (ticket == REFUSED) {
-				return false;
-			}
-			if (ticket != NO_TICKET && ticket != CONTENDED && ticket != FOLDING) {
-				return true;
-			}
-			boolean folder = false;
-			if (seen.stripes != null && attempt < 2) {
-				// S4: one caller folds, the others wait for its fold, which gives their stripes new budgets in a
-				// few microseconds, rather than queue for the lock it holds (which would park them)
-				folder = ticket == NO_TICKET && FOLDER.compareAndSet(this, false, true);
-				if (!folder) {
-					for (int spin = 0; spin < FOLD_SPINS && this.state == seen; spin++) {
-						Thread.onSpinWait();
-					}
-					if (this.state != seen) {
-						continue;
-					}
-				}
-			}
-			try {
-				synchronized (this.lock) {
-					State current = this.state;
-					if (current.stripes != null && current != seen && attempt < 2) {
-						continue; // another caller folded and striped again meanwhile
-					}
-					return claimAvailableLocked(n, ticket == CONTENDED);
-				}
-			}
-			finally {
-				if (folder) {
-					this.folding = false;
-				}
-			}
-		}
-	}
-
-	/**
-	 * Under the lock: takes {@code n} tokens that are there now, or nothing; then stripes (S1) when the
-	 * bucket was striped, the tail was contended, or a test asks for it.
-	 */
-	private boolean claimAvailableLocked(long n, boolean contended) {
-		boolean wasStriped = unstripeLocked(true);
-		try {
-			long now = now();
-			State s = foldReached(now);
-			if (s.holes.length != 0) {
-				return false; // callers wait ahead of this one
-			}
-			long tl = (long) TAIL.getVolatile(this);
-			long available = s.visibleHead(now, tl) - tl;
-			if (this.cappedRelease) {
-				available = Math.min(available, this.ceil - (tl - s.charged(tl + 1)));
-			}
-			boolean granted = available >= n;
-			if (granted) {
-				long ticket = claimLocked(n, now, false);
-				if (missing(this.ceil, this.state, ticket, now) != 0) {
-					// a lock-free claim took the tail after the tokens were counted: it came first, and this
-					// claim, the last one, goes back (nobody waits behind it: the lock is held)
-					giveBackLocked(ticket, n, now);
-					granted = false;
-				}
-			}
-			if (wasStriped || contended || this.eagerStripeChooser != null) {
-				stripeLocked(now);
-			}
-			return granted;
-		}
-		finally {
-			State s = this.state;
-			if (s.held) {
-				this.state = s.withBase(s.base, s.holes); // not striped again: the fast paths are open
-			}
-		}
-	}
-
-	/**
-	 * S1, under the lock: reserves tokens for the stripes, an equal budget each, and enters striped mode,
-	 * when the bucket allows it: uncapped, a threshold of 1, nobody waiting, no holes, and at least
-	 * {@link #STRIPE_MIN_BUDGET} tokens per stripe available.
-	 *
-	 * @return whether it striped
-	 */
-	private boolean stripeLocked(long now) {
-		IntSupplier eager = this.eagerStripeChooser;
-		if (this.cappedRelease || this.threshold != 1 || !this.sleepers.isEmpty() || this.state.stripes != null) {
-			return false;
-		}
-		State s = foldReached(now);
-		if (s.holes.length != 0 || s.charges.length != 0) {
-			return false;
-		}
-		settleFull(s, now); // I2: the level at this instant is at most the limit
-		s = this.state;
-		Stripes stripes = this.stripeSet;
-		if (stripes == null) {
-			stripes = new Stripes(STRIPE_COUNT, eager);
-			this.stripeSet = stripes;
-		}
-		long least = (eager != null) ? 1 : STRIPE_MIN_BUDGET;
-		long head = s.headAt(now);
-		int count = stripes.count();
-		long tl = (long) TAIL.getVolatile(this);
-		if ((head - tl) / count < least) {
-			return false;
-		}
-		this.state = markerLocked(s, s.start, s.base, stripes); // published before the tail moves (I6): fast claims re-check
-		for (;;) {
-			long perStripe = Math.min(Stripes.MAX_BUDGET, (head - tl) / count);
-			if (perStripe < least) {
-				this.state = s.withBase(s.base, s.holes); // a fast claim took them meanwhile
-				return false;
-			}
-			long reserved = perStripe * count;
-			if (TAIL.compareAndSet(this, tl, tl + reserved)) {
-				this.stripeFrom = tl;
-				this.stripeReserved = reserved;
-				stripes.open(perStripe, now);
-				return true;
-			}
-			tl = (long) TAIL.getVolatile(this);
-		}
-	}
-
-	/**
-	 * S3, under the lock: closes the stripes and folds what they granted into the epoch, exactly; the
-	 * bucket is in rover mode after it.
-	 *
-	 * @return whether it was striped
-	 */
-	private boolean unstripeLocked() {
-		return unstripeLocked(false);
-	}
-
-	/**
-	 * S3, as {@link #unstripeLocked()}; with {@code hold}, the state it publishes sends fast claims to wait
-	 * (S4), for a caller that stripes again before it lets go of the lock, so that they do not take the
-	 * tail for the moment in between.
-	 */
-	private boolean unstripeLocked(boolean hold) {
-		State s = this.state;
-		Stripes stripes = s.stripes;
-		if (stripes == null) {
-			return false;
-		}
-		stripes.closeAll();
-		long now = now(); // after closing: every time logged was read before it
-		int count = stripes.count();
-		int[] at = stripes.cursors();
-		long granted = 0;
-		for (int i = 0; i < count; i++) {
-			at[i] = stripes.entries(i) - 1;
-			granted += stripes.granted(i);
-		}
-		Rate rate = s.rate;
-		long limit = s.limit;
-		long end = this.stripeFrom + this.stripeReserved; // every reserved token counts as claimed ...
-		// ... and the candidates for the level at now, head - end: the smallest is the level (S3)
-		long level = limit; // full: the epoch restarts now
-		long start = now;
-		long base = end + limit;
-		long fraction = 0;
-		long uncapped = s.headAt(now) - this.stripeFrom - granted; // no grant found the bucket full
-		long uncappedFraction = rate.fractionIn(now - s.start);
-		if (uncapped < level) {
-			level = uncapped;
-			start = s.start;
-			base = s.base + this.stripeReserved - granted; // the budgets not used go back
-			fraction = uncappedFraction;
-		}
-		long window = rate.nanosFor(granted); // a grant this long ago cannot bound the level any more
-		long since = 0; // tokens granted at or after the entry at hand
-		for (;;) {
-			int pick = -1;
-			long t = 0;
-			for (int i = 0; i < count; i++) {
-				if (at[i] >= 0) {
-					long ti = stripes.time(i, at[i]);
-					if (pick < 0 || ti - t > 0) {
-						pick = i;
-						t = ti;
-					}
-				}
-			}
-			if (pick < 0) {
-				break;
-			}
-			if (t - now > 0) {
-				t = now; // a clock that is not monotonic across threads: nothing is later than the fold
-			}
-			if (now - t >= window) {
-				break; // this entry and every older one leave the level above the limit
-			}
-			since += stripes.tokens(pick, at[pick]--);
-			// the bucket full just before this grant: limit - since, plus what came after it
-			long d = now - t;
-			long candidate = limit - since + rate.tokensIn(d);
-			long f = rate.fractionIn(d);
-			if (candidate < level || candidate == level && f < fraction) {
-				level = candidate;
-				start = t;
-				base = end + limit - since;
-				fraction = f;
-			}
-		}
-		this.state = hold ? markerLocked(s, start, base, null) : new State(rate, start, base, limit, NO_HOLES, NO_HOLES);
-		return true;
-	}
-
-	/**
-	 * S6, under the lock: a state of striped mode, with the rate and limit of {@code s} and the epoch
-	 * {@code (start, base)}: the held one ({@code stripes == null}) or a striped one, reused rather than made
-	 * anew, so that folding and striping again allocate nothing. The two striped ones take turns, so that a
-	 * caller that compares states to see whether a fold came sees a change (unless two folds came meanwhile:
-	 * then it folds once more than needed, which changes nothing else).
-	 */
-	private State markerLocked(State s, long start, long base, @Nullable Stripes stripes) {
-		State m;
-		if (stripes == null) {
-			m = this.heldState;
-			if (m == null || m.rate != s.rate || m.limit != s.limit) {
-				m = new State(s.rate, start, base, s.limit, NO_HOLES, NO_HOLES, null, true);
-				this.heldState = m;
-			}
-		}
-		else {
-			int turn = this.stripedTurn;
-			m = this.stripedStates[turn];
-			if (m == null || m.rate != s.rate || m.limit != s.limit || m.stripes != stripes) {
-				m = new State(s.rate, start, base, s.limit, NO_HOLES, NO_HOLES, stripes, false);
-				this.stripedStates[turn] = m;
-			}
-			this.stripedTurn = turn ^ 1;
-		}
-		m.start = start;
-		m.base = base;
-		return m;
-	}
-
-	/**
-	 * Tests only: from now on, a covered claim stripes whenever the bucket allows it (not only when
-	 * contended, and from one token per stripe), each caller on the stripe {@code stripeOfCaller} says
-	 * (modulo {@link #stripes()}).
-	 */
-	void stripeEagerly(IntSupplier stripeOfCaller) {
-		synchronized (this.lock) {
-			unstripeLocked();
-			this.stripeSet = new Stripes(STRIPE_COUNT, stripeOfCaller);
-			this.eagerStripeChooser = stripeOfCaller;
-			State s = this.state;
-			this.state = s.withBase(s.base, s.holes); // not plain: covered claims go where the hook sends them
-		}
-	}
-
-	/** The number of stripes in striped mode. */
-	int stripes() {
-		return STRIPE_COUNT;
-	}
-
-	/** Whether the bucket is in striped mode now. */
-	boolean isStriped() {
-		return this.state.stripes != null;
-	}
-
-	/**
-	 * Claims {@code n} tokens at {@code now} under the lock, whatever it waits for: a full bucket first
-	 * wastes its excess and restarts its epoch (I2). A {@code charge} with capped release is held apart
-	 * from the ceiling for the tickets behind it (I7).
-	 *
-	 * @return the ticket
-	 */
-	private long claimLocked(long n, long now, boolean charge) {
-		State s = foldReached(now);
-		settleFull(s, now);
-		s = this.state;
-		long tl = (long) TAIL.getVolatile(this);
-		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
-		if (owed > MAX_COST || owed < -MAX_COST) {
-			throw new IllegalArgumentException("n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
-					+ of() + ": " + (owed - n) + " are owed already");
-		}
-		if (charge && this.cappedRelease) {
-			// published before the tail moves (I6); capped, nothing moves the tail outside the lock
-			this.state = s.withCharge(tl + n, n);
-		}
-		for (;;) {
-			if (TAIL.compareAndSet(this, tl, tl + n)) {
-				return tl + n;
-			}
-			tl = (long) TAIL.getVolatile(this);
-		}
-	}
-
-	/**
-	 * I2 under the lock: when the bucket is full at {@code now}, restarts the epoch there (unless the
-	 * head is a whole number and the quantum 1) and moves the tail to {@code head - limit}.
-	 *
-	 * @return whether the bucket was full
-	 */
-	private boolean settleFull(State s, long now) {
-		long head = s.headAt(now);
-		if (this.cappedRelease) {
-			// every capped call holds the lock: the head itself comes down to the limit, so that tickets
-			// waiting for the ceiling (holes among them) keep their places relative to it
-			long tl = (long) TAIL.getVolatile(this);
-			long effectiveTail = tl - s.credit(tl + 1);
-			if (head - effectiveTail - s.limit < 0) {
-				return false;
-			}
-			this.state = new State(s.rate, now, effectiveTail + s.limit, s.limit, s.holes, s.charges);
-			return true;
-		}
-		if (s.holes.length != 0 || head - (long) TAIL.getVolatile(this) - s.limit < 0) {
-			return false; // (holes: without capped release they mean that callers wait for time)
-		}
-		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
-			// (held, S4, the state stays held: it is written in place, S6)
-			s = s.held ? markerLocked(s, now, head, null) : new State(s.rate, now, head, s.limit, s.holes, s.charges);
-			this.state = s; // published before the tail moves (I6)
-		}
-		long floor = head - s.limit;
-		for (;;) {
-			long tl = (long) TAIL.getVolatile(this);
-			if (floor - tl <= 0 || TAIL.compareAndSet(this, tl, floor)) {
-				return true; // (or a fast-path claim moved it already)
-			}
-		}
-	}
-
-	/**
-	 * Gives back a claim under the lock (I3): the tail moves back when it is the last claim, otherwise it
-	 * becomes a hole; then holes the head reached fold into the epoch.
-	 *
-	 * @return whether it became a hole, so that claims behind it moved up (W1); the last claim given back
-	 *         changes nothing for anyone
-	 */
-	private boolean giveBackLocked(long ticket, long n, long now) {
-		State s = this.state;
-		if (!TAIL.compareAndSet(this, ticket, ticket - n)) {
-			this.state = s.withHole(ticket, n);
-			foldReached(now);
-			return true;
-		}
-		else if (s.holes.length != 0) {
-			// holes now at the end of the line go too: nobody is behind them
-			long[] holes = s.holes;
-			int keep = holes.length;
-			long tl = ticket - n;
-			while (keep > 0 && holes[keep - 2] == tl) {
-				long size = holes[keep - 1];
-				if (!TAIL.compareAndSet(this, tl, tl - size)) {
-					break;
-				}
-				tl -= size;
-				keep -= 2;
-			}
-			if (keep != holes.length) {
-				this.state = s.withBase(s.base, Arrays.copyOf(holes, keep));
-			}
-		}
-		foldReached(now);
-		return false;
-	}
-
-	/**
-	 * I3 and I7 under the lock: holes whose claims ahead are all covered move into the epoch's base (and
-	 * the ceiling); capped charges whose claims ahead are all within the ceiling move into the ceiling;
-	 * nobody's coverage changes.
-	 *
-	 * @return the state in force after folding
-	 */
-	private State foldReached(long now) {
-		State s = this.state;
-		long[] holes = s.holes;
-		long[] charges = s.charges;
-		if (holes.length == 0 && charges.length == 0) {
-			return s;
-		}
-		int hole = 0;
-		int charge = 0;
-		long base = s.base;
-		long head = s.headAt(now);
-		long cap = this.ceil; // plus what folded so far
-		for (boolean moved = true; moved;) {
-			moved = false;
-			if (hole < holes.length) {
-				long before = holes[hole] - holes[hole + 1]; // the ticket of the claim just ahead of the hole
-				long folded = base - s.base;
-				if (before - (head + folded) <= 0
-						&& (!this.cappedRelease || before - credit(charges, charge, before + 1) - cap <= 0)) {
-					base += holes[hole + 1];
-					cap += holes[hole + 1];
-					hole += 2;
-					moved = true;
-				}
-			}
-			if (charge < charges.length) {
-				long before = charges[charge] - charges[charge + 1];
-				if (before - credit(holes, hole, before + 1) - cap <= 0) {
-					cap += charges[charge + 1];
-					charge += 2;
-					moved = true;
-				}
-			}
-		}
-		if (hole == 0 && charge == 0) {
-			return s;
-		}
-		s = new State(s.rate, s.start, base, s.limit, Arrays.copyOfRange(holes, hole, holes.length),
-				Arrays.copyOfRange(charges, charge, charges.length));
-		this.state = s;
-		if (this.cappedRelease) {
-			// after the state: a reader that reads the ceiling first and then the state never counts a
-			// hole or a charge twice (once as credit, once in the ceiling)
-			this.ceil = cap;
-		}
-		return s;
-	}
-
-	/**
-	 * Tokens missing for {@code ticket} at {@code now}: by rate, and with capped release by the ceiling
-	 * {@code cap}, read before {@code s} (see {@link #foldReached}).
-	 */
-	private long missing(long cap, State s, long ticket, long now) {
-		long effective = ticket - s.credit(ticket);
-		long missing = effective - s.dueAt(now);
-		if (this.cappedRelease) {
-			missing = Math.max(missing, effective - s.charged(ticket) - cap);
-		}
-		return Math.max(missing, 0);
-	}
-
-	/** Tokens the ceiling {@code cap} still lacks for {@code ticket} (capped release only). */
-	private long capMissing(long cap, State s, long ticket) {
-		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - s.charged(ticket) - cap) : 0;
-	}
-
-	/** Nanoseconds from {@code now} until the head reaches {@code ticket}, as the state stands. */
-	private long rateWait(State s, long ticket, long now) {
-		long effective = ticket - s.credit(ticket);
-		long need = effective - s.dueAt(now);
-		if (need <= 0) {
-			return 0;
-		}
-		long wait = s.nanosUntilDue(effective, now);
-		return Math.max(wait, 1);
-	}
-
-	/** Tokens of the {@code (ticket, tokens)} pairs from index {@code from} whose ticket is before {@code ticket}. */
-	private static long credit(long[] pairs, int from, long ticket) {
-		long credit = 0;
-		for (int i = from; i < pairs.length; i += 2) {
-			if (pairs[i] - ticket >= 0) {
-				break;
-			}
-			credit += pairs[i + 1];
-		}
-		return credit;
-	}
-
-	private long quantized(long tokens) {
-		return (this.threshold == 1) ? tokens : tokens - tokens % this.threshold;
-	}
-
-	private long quantum(long tokens) {
-		if (this.threshold == 1) {
-			return tokens;
-		}
-		long rem = tokens % this.threshold;
-		return (rem == 0 || tokens > MAX_COST) ? tokens : tokens + this.threshold - rem;
+	@Override
+	boolean hasWaiters() {
+		return !this.sleepers.isEmpty();
 	}
 
 	private void wakeAll() {
@@ -1509,149 +772,11 @@ public final class SharedTokenBucket implements RateLimiter {
 		}
 	}
 
-	private String of() {
-		return (this.name != null) ? " '" + this.name + "'" : "";
-	}
-
 	@Override
 	public String toString() {
 		State s = this.state;
 		return "SharedTokenBucket" + of() + "[rate=" + s.rate + ", limit=" + s.limit
 				+ (this.cappedRelease ? ", capped release" : "") + "]";
-	}
-
-	/**
-	 * The epoch, the limit and the holes, replaced as a whole under the lock (I6), and immutable once
-	 * published except for the reused states of striped mode (S6):
-	 * {@code head(t) = base + floor((t - start) * rate)}.
-	 */
-	private final class State {
-
-		final Rate rate;
-
-		/**
-		 * Written before the state is published; only the states of striped mode (a striped or held
-		 * {@link #marker}) are written again, under the lock, and only the lock's holder reads their epoch (S6).
-		 */
-		long start;
-
-		/** As {@link #start}. */
-		long base;
-
-		final long limit;
-
-		/** {@code (ticket, tokens)} pairs of claims given back with others behind them, in ticket order. */
-		final long[] holes;
-
-		/**
-		 * Capped release only: {@code (ticket, tokens)} pairs of charges not yet in the ceiling (I7), in
-		 * ticket order; a ticket behind one counts its tokens as within the ceiling, not as in flight.
-		 */
-		final long[] charges;
-
-		/** Striped mode (S1): the stripes; {@code null} in rover mode. */
-		final @Nullable Stripes stripes;
-
-		/** S4: a fold under the lock will stripe again: fast claims wait for it instead of taking the tail. */
-		final boolean held;
-
-		/**
-		 * Nothing in the way of {@link #claimOnce}: rover mode, no holes or charges, not capped, a threshold of
-		 * 1, and no test hook that stripes eagerly (read when the state is made).
-		 */
-		final boolean plain;
-
-		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
-			this(rate, start, base, limit, holes, charges, null, false);
-		}
-
-		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges,
-				@Nullable Stripes stripes, boolean held) {
-			this.rate = rate;
-			this.start = start;
-			this.base = base;
-			this.limit = limit;
-			this.holes = holes;
-			this.charges = charges;
-			this.stripes = stripes;
-			this.held = held;
-			this.plain = stripes == null && !held && holes.length == 0 && charges.length == 0
-					&& !SharedTokenBucket.this.cappedRelease && SharedTokenBucket.this.threshold == 1
-					&& SharedTokenBucket.this.eagerStripeChooser == null;
-		}
-
-		/**
-		 * Whether this is a state of striped mode, striped or held (S6), whose epoch only the lock's holder
-		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a reader
-		 * of a ticket's coverage outside the lock folds it first ({@link #roverState}).
-		 */
-		boolean marker() {
-			return this.stripes != null || this.held;
-		}
-
-		/** Whole tokens made since the start of the epoch. */
-		long tokens(long now) {
-			return this.rate.tokensIn(now - this.start);
-		}
-
-		/** The head at {@code now}, every whole token counted. */
-		long headAt(long now) {
-			return this.base + tokens(now);
-		}
-
-		/** The head as tickets see it: whole quanta of the threshold only. */
-		long dueAt(long now) {
-			return this.base + quantized(tokens(now));
-		}
-
-		/** The head as a caller at the end of the line sees it: at most {@code limit} beyond the tail (I1). */
-		long visibleHead(long now, long tail) {
-			long head = headAt(now);
-			if (head - tail - this.limit >= 0) {
-				return tail + this.limit;
-			}
-			return this.base + quantized(head - this.base);
-		}
-
-		/** Nanoseconds from {@code now} until {@link #dueAt} reaches {@code target}. */
-		long nanosUntilDue(long target, long now) {
-			return this.rate.nanosUntil(quantum(target - this.base), now - this.start);
-		}
-
-		/** Tokens of the holes ahead of {@code ticket}. */
-		long credit(long ticket) {
-			return SharedTokenBucket.credit(this.holes, 0, ticket);
-		}
-
-		/** Tokens of the charges ahead of {@code ticket} not yet in the ceiling (capped release only). */
-		long charged(long ticket) {
-			return SharedTokenBucket.credit(this.charges, 0, ticket);
-		}
-
-		State withBase(long newBase, long[] newHoles) {
-			return new State(this.rate, this.start, newBase, this.limit, newHoles, this.charges);
-		}
-
-		State withCharge(long ticket, long n) {
-			long[] next = Arrays.copyOf(this.charges, this.charges.length + 2);
-			next[this.charges.length] = ticket; // the last claim: the charges stay in ticket order
-			next[this.charges.length + 1] = n;
-			return new State(this.rate, this.start, this.base, this.limit, this.holes, next);
-		}
-
-		State withHole(long ticket, long n) {
-			long[] holes = this.holes;
-			int at = 0;
-			while (at < holes.length && holes[at] - ticket < 0) {
-				at += 2;
-			}
-			long[] next = new long[holes.length + 2];
-			System.arraycopy(holes, 0, next, 0, at);
-			next[at] = ticket;
-			next[at + 1] = n;
-			System.arraycopy(holes, at, next, at + 2, holes.length - at);
-			return withBase(this.base, next);
-		}
 	}
 
 	/** A caller's claim: its ticket, polled until covered (I3), given back by position. */

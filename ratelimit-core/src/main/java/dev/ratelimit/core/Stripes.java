@@ -42,6 +42,12 @@ final class Stripes {
 	/** The largest budget a stripe's word holds. */
 	static final long MAX_BUDGET = ONE_ENTRY - 1;
 
+	/** The fewest tokens per stripe worth striping for (S1; tests that stripe eagerly take 1). */
+	static final long MIN_BUDGET = 16;
+
+	/** The number of stripes of a bucket: {@link #defaultCount()}. */
+	static final int COUNT = defaultCount();
+
 	/** Array slots left free before and after a log's entries, so that two logs never share a pair of cache lines. */
 	private static final int LOG_PAD = 32;
 
