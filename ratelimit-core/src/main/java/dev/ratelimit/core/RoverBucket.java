@@ -18,7 +18,7 @@ abstract class RoverBucket {
 
 	/**
 	 * The largest claim, 2^50 tokens: rovers compared by difference stay exact while a held ticket is
-	 * less than 2^63 behind them (see the class notes), which takes 2^13 give-ups of the largest claim.
+	 * less than 2^63 behind them (SharedTokenBucket's design notes), which takes 2^13 give-ups of the largest claim.
 	 */
 	static final long MAX_COST = 1L << 50;
 
@@ -85,7 +85,7 @@ abstract class RoverBucket {
 	@SuppressWarnings("unused")
 	volatile long tail;
 
-	/** I5: the latest clock reading seen; written opaquely, read racily (see the class notes). */
+	/** I5: the latest clock reading seen; written opaquely, read racily (SharedTokenBucket's design notes: access modes). */
 	@SuppressWarnings("unused")
 	volatile long seen;
 

@@ -15,7 +15,9 @@ import org.jspecify.annotations.Nullable;
  * head; a caller whose ticket lies beyond the head waits, in ticket order, until the head reaches
  * it. With <em>capped release</em> a third rover, the ceiling, bounds the head as well: tokens come
  * back only when the guarded work releases them, so the bucket limits both the rate and the work in
- * flight. No background thread runs: every call reads the clock and sees the time that passed.
+ * flight. No background thread runs: every call reads the clock and sees the time that passed. When
+ * callers contend, covered claims take from stripes of their own (striped mode) without changing what
+ * is granted.
  *
  * <pre>{@code
  * SharedTokenBucket bucket = SharedTokenBucket.builder()
@@ -31,154 +33,7 @@ import org.jspecify.annotations.Nullable;
  * }
  * }</pre>
  *
- * <h2>Design</h2>
- * State, in tokens, 64-bit counters that wrap and are compared only by difference:
- * <ul>
- * <li>{@code tail}: tokens claimed so far, plus tokens a full bucket wasted (see I2). A claim of
- * {@code n} moves it from {@code t} to {@code t + n}; the new value is the claim's ticket.</li>
- * <li>{@code head(now) = base + floor((now - start) * rate)}: tokens made available so far. It is never
- * stored: {@code (start, base, rate)}, the <em>epoch</em>, is an immutable {@code State} (but see S6) read
- * through one volatile field, and every call computes the head from the clock, exactly, in 128-bit
- * arithmetic ({@link Rate#tokensIn}). So a caller always knows when it takes its tokens, which is
- * what an exact token bucket needs: without the time of each take it must either break the bound or
- * under-fill after idle.</li>
- * <li>{@code ceil} (capped release only): {@code limit + tokens released + tokens a full bucket
- * wasted + tokens charged} (see I7); a ticket is covered when both the head and the ceiling reached
- * it.</li>
- * <li>{@code holes} (in the same {@code State}): claims given back by waiters that others queue
- * behind, as {@code (ticket, tokens)}; a ticket behind a hole counts its tokens as covered.</li>
- * <li>{@code charges} (in the same {@code State}, capped release only): charges not yet in the ceiling,
- * as {@code (ticket, tokens)}; a ticket behind one counts its tokens as within the ceiling (I7).</li>
- * </ul>
- * Invariants:
- * <ul>
- * <li>I1. <b>At most {@code limit} tokens are available</b>: available is
- * {@code min(head - tail, limit)}, never more (and, capped, also at most {@code ceil - tail}).
- * Checked by {@code SharedTokenBucketModelTests} against an exact reference bucket.</li>
- * <li>I2. <b>A full bucket wastes time, the fraction of the next token included.</b> A claim that
- * finds {@code head - tail >= limit} first moves the tail to {@code head - limit} (the wasted tokens;
- * capped: the ceiling moves with it, so {@code ceil - tail} still counts the tokens not in flight),
- * and when the head at that instant is not a whole number of tokens, restarts the epoch there. So the
- * next token takes a whole interval after the take, and over any window {@code w} at most
- * {@code limit + rate * w} tokens go out; after an idle period of {@code limit / rate} exactly
- * {@code limit} are available however the earlier tokens were taken or given back.
- * ({@code SharedTokenBucketModelTests}, {@code SharedTokenBucketTests.aFullBucketEarnsNoPartOfTheNextTokenEither}).</li>
- * <li>I3. <b>Tickets are covered in order.</b> The tail only grows except when the last claim is given
- * back; a claim given back with others behind it becomes a hole, whose tokens every later ticket
- * counts as covered at once (they move up) and no earlier one does (they gain nothing). Once the head
- * reaches a hole, the hole moves into the epoch's base (and, capped, into the ceiling): nothing changes
- * for anyone, the state is just smaller. ({@code SharedTokenBucketModelTests},
- * jcstress {@code GiveUpRacingGrant}).</li>
- * <li>I4. <b>Nothing is lost or counted twice.</b> A refusal claims nothing (it is decided before the
- * claim, or the claim is given back under the lock); giving back is exact (I3) and never lifts the
- * bucket above its limit (I1). ({@code SharedTokenBucketModelTests}).</li>
- * <li>I5. <b>Time never goes back.</b> Every call uses the latest clock reading seen so far (or a later
- * {@link #replenish} argument); a clock that stands still or goes back changes nothing.</li>
- * <li>I6. <b>One writer of the structure at a time.</b> Epoch changes (I2's restart, I3's holes, rate and
- * limit changes), capped mode, every claim that must wait and, in striped mode, every call but a stripe
- * grant (S3) go through one lock. The lock-free fast
- * path reads the clock, the tail, then the state (so the state is the one in force at a time no earlier than
- * the clock's), only claims tokens that are there, with one CAS on the tail, and re-reads the state after its
- * CAS: if the state changed meanwhile it re-checks its claim under the lock and gives it back when it
- * is not covered; a refusal reads the tail and the state again, unchanged
- * ({@code StaleStateFastClaimTests}). Writers publish a new state before they move the tail, so a CAS that succeeds on an
- * unchanged state was decided on the state in force at that instant. (jcstress
- * {@code TwoCallersOnTheLastToken}, {@code RefundRacingReplenish}).</li>
- * <li>I7. <b>A refund and a charge act on the rate as if the call had taken fewer or more tokens.</b>
- * {@link #refund(long) refund(n)} (a granted call gives tokens back: {@code refundIf}, or {@code settle}
- * to a smaller cost) moves the epoch's base, so the head, up by {@code n}, but never more than
- * {@code limit} beyond the claims: the first callers in line are covered first, the bucket never holds
- * more than its limit (I1) and the head never runs away from the tail (no wrap). With capped release the
- * ceiling does not move: the call's tokens stay in flight until its permit releases them, so a refund
- * and the release never give the same tokens back twice. {@link #charge(long) charge(n)} ({@code settle}
- * to a larger cost) is a claim at the end of the line that nobody waits for: a full bucket first wastes
- * its excess (I2), so on a full bucket it is a take; callers ahead of it keep their tickets and waits
- * (what was covered stays covered, and no ticket ahead of it moves); callers behind it wait for it, in
- * order (I3). With capped release a charge puts nothing in flight: a ticket behind it counts its tokens
- * as within the ceiling (the state's {@code charges}; while a claim ahead of it waits for releases it is
- * kept apart, so that claim gains nothing, and then moves into the ceiling, as a hole does). Neither is a
- * call: the statistics do not change. ({@code SharedTokenBucketModelTests}, jcstress
- * {@code ChargeRacingFastClaim}, {@code RefundRacingFastClaim}).</li>
- * </ul>
- * Striped mode (two threads that take from one bucket must not write one cache line on every take,
- * yet an exact bucket must know when each take happened, I2):
- * <ul>
- * <li>S1. <b>Stripes get tokens that are there.</b> When a covered claim loses the tail to another caller
- * and at least 16 tokens per stripe are available, the lock reserves an equal
- * budget for each stripe, all of them together at most the tokens available at that instant, as one
- * claim on the tail, and publishes a state that names the stripes. Only without capped release, with a
- * threshold of 1, without holes or charges, and with nobody waiting. A fast claim that raced it sees the
- * new state and re-checks (I6): one made before the reservation is covered (the reservation counted
- * it); one made after it folds the stripes first (S3) and is judged as any claim.</li>
- * <li>S2. <b>A stripe grant is one CAS on a word of the stripe's own.</b> A covered claim that needs no
- * ticket ({@link #tryAcquire}, the first try of {@link #acquire}; not {@link #reserve} or {@link #grab})
- * takes {@code n} from its stripe's budget and logs {@code (time, n)}, the time never before the
- * stripe's previous entry nor its opening. It never needs the tail: the level only drops through grants,
- * so at every instant it is at least the level at the reservation less what the stripes granted since,
- * and whatever order the grants are put in, each finds its tokens there.</li>
- * <li>S3. <b>A fold is exact.</b> Every other call (a stripe short of budget or log, a refusal to decide,
- * {@link #grab}, {@link #reserve}, a give-back, {@link #refund(long)}, {@link #charge}, a rate or limit
- * change, a snapshot) takes the lock, closes every stripe, reads the clock (no logged time is later), and
- * rebuilds the epoch from the level at that instant: the smallest of {@code limit}; the level if no grant
- * found the bucket full ({@code head - reservation start - granted}); and for each logged grant,
- * {@code limit} less the tokens granted at or after it plus the tokens made since (the bucket full just
- * before it, I2). Each is an upper bound on the level (a grant that did not find the bucket full found at
- * most {@code limit - 1}, and at most the fraction of one token was carried), and the one for the last
- * grant that found it full, or the first when none did, is the level; among equal ones, the one with the
- * smallest fraction of the next token stays the smallest until the next grant, so the epoch follows it.
- * A grant older than the time the granted tokens take to come back is skipped: its bound is above the
- * limit. The budgets not used go back. ({@code SharedTokenBucketModelTests}, a third of whose runs
- * stripe, {@code StripedBucketModelTests}).</li>
- * <li>S4. <b>One caller folds, the others wait for it.</b> A caller whose stripe is closed, or that finds
- * its stripe short while another caller has begun to fold, spins until the new state is published
- * instead of queueing for the lock (which parks threads); a caller that folds and stripes again in one
- * hold of the lock publishes the state in between as {@code held}, which sends fast claims to wait
- * rather than take the tail for that moment.</li>
- * <li>S5. <b>Stripes are a thread's own.</b> Two per processor; a thread moves to a random other stripe when
- * it finds another caller on its stripe or finds that another thread took from it last; each stripe's
- * log grows from 64 to 2,048 entries when it fills before its budget, and stripes and logs are padded
- * by 128 bytes.</li>
- * <li>S6. <b>Folding and striping again allocate nothing.</b> The states striped mode publishes (striped, and
- * held, S4) are reused: one held and two striped ones, in turn, written under the lock. Only the lock's holder
- * reads their epoch: the fast paths turn away on their stripes or their hold first, and a reader of a ticket's
- * coverage outside the lock ({@link #deficiency}, a waiting claim) that finds one takes the lock and folds. (It
- * cannot take every ticket as covered: a grab that moves the tail between the stripes' check and their
- * reservation, which then gives up, has its ticket while the striped state is published, found by
- * {@code GrabDeficiencyRacingStripeTests} and jcstress {@code GrabRacingStripeReservation}.) Every other state
- * is made anew and never written after it is published. ({@code BucketAllocationTests}; the model tests above,
- * which fold and stripe again thousands of times per run.)</li>
- * </ul>
- * Wake-ups (a claim that waits is told when what it waits for may have changed, so that a caller
- * polling on a timer polls again at once, {@link Reservation#onWake}):
- * <ul>
- * <li>W1. <b>A give-back wakes only the claims behind it.</b> By I3 a claim given back as a hole moves
- * up the claims behind it and gives nothing to those ahead; a claim given back at the end of the line
- * (every refusal at the claim, and a waiter that was last in line) moves nobody, and wakes nobody. A
- * release, a refund, a rate or limit change may move any claim, and wakes every one. (Under overload,
- * every refusal used to wake every waiter: with 10 asynchronous waiters and 1,000 refusals a second the
- * starter's one timer thread ran ~15,000 useless polls a second and fell up to 0.7 s behind, so waiters
- * were granted that long after their tokens were there: {@code SharedTokenBucketTests.aRefusalWakesNoWaiter}.)</li>
- * </ul>
- * Linearization points: a claim at its CAS on {@code tail} (fast path: provided the state is unchanged
- * after it, else at the re-check under the lock); a stripe grant at its CAS on the stripe's word, at the
- * time it logged (the fold puts grants in the order of their times, each read within its call; S2 makes
- * any order valid); a fold when it has closed the last stripe; a charge likewise, at its CAS under the lock; a
- * give-back, a refund, a release, a rate or limit change at the write of the state, the tail or the
- * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6). Access modes: {@code tail} and
- * {@code state} volatile (the rovers publish the work that released tokens to the caller that gets
- * them); {@code seen} opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
- * never more). Overflow: rovers are 64-bit counters compared by difference, so a ticket still held (a
- * {@link #grab} ticket, a claim not yet taken or given up) is read exactly while the rovers travel less
- * than 2^63 past it. Time moves them at most 10^9 tokens per second (2^63 in 292 years); without time,
- * only a give-up folded into the base or a charge followed by a refund moves them, by at most one
- * claim each, and claims are at most {@code 2^50} tokens ({@code MAX_COST}, as on Redis), so it takes
- * 2^13 give-ups of the largest claim while one ticket is held. (With claims up to 2^62, as before, two
- * were enough: {@code SharedTokenBucketTests.aCoveredTicketStaysCoveredAfterGiveUpsOfTheLargestClaimBehindIt},
- * found by the model test.) {@link Rate} computes heads and waits in 128 bits and saturates waits, so
- * rates from one per century to 10^9 per second and a century of uptime are exact.
- *
- * <h2>Capped release and throughput</h2>
- * With capped release, tokens are in flight from grant to release. A call that holds its tokens for a
+ * <p>With capped release, tokens are in flight from grant to release. A call that holds its tokens for a
  * latency {@code d} lets at most {@code limit} tokens be in flight, so the throughput is bounded by
  * {@code min(rate, limit / d)}: size {@code limit >= rate * d} (with head-room for latency spikes),
  * or the bucket runs below its rate whenever the guarded work slows down, which is the point of
@@ -189,6 +44,116 @@ import org.jspecify.annotations.Nullable;
  * of those tokens in another thread.
  */
 public final class SharedTokenBucket extends StripedBucket implements RateLimiter {
+
+	/*
+	 * Design notes. The code is in three classes, as LongAdder's is over Striped64: RoverBucket (the state,
+	 * the lock-free claim on the tail, the arithmetic under the lock), StripedBucket (striped mode, its notes
+	 * S1-S6, and enterLocked, the one entry of every locked section) and this one (the API, the covered claim
+	 * that tryAcquire compiles into, the waiting claims).
+	 *
+	 * State, in tokens, 64-bit counters that wrap and are compared only by difference:
+	 * - tail: tokens claimed so far, plus tokens a full bucket wasted (see I2). A claim of n moves it from
+	 *   t to t + n; the new value is the claim's ticket.
+	 * - head(now) = base + floor((now - start) * rate): tokens made available so far. It is never stored:
+	 *   (start, base, rate), the epoch, is an immutable State (but see S6) read through one volatile field,
+	 *   and every call computes the head from the clock, exactly, in 128-bit arithmetic (Rate.tokensIn). So a
+	 *   caller always knows when it takes its tokens, which is what an exact token bucket needs: without the
+	 *   time of each take it must either break the bound or under-fill after idle.
+	 * - ceil (capped release only): limit + tokens released + tokens a full bucket wasted + tokens charged
+	 *   (see I7); a ticket is covered when both the head and the ceiling reached it.
+	 * - holes (in the same State): claims given back by waiters that others queue behind, as (ticket,
+	 *   tokens); a ticket behind a hole counts its tokens as covered.
+	 * - charges (in the same State, capped release only): charges not yet in the ceiling, as (ticket,
+	 *   tokens); a ticket behind one counts its tokens as within the ceiling (I7).
+	 *
+	 * Invariants, each with the tests that check it:
+	 *
+	 * I1. At most limit tokens are available: available is min(head - tail, limit), never more (and,
+	 * capped, also at most ceil - tail). (SharedTokenBucketModelTests, against an exact reference bucket;
+	 * SharedTokenBucketTests.holdsAtMostItsLimitAfterTenIdleDaysAtOneBillionPerSecond.)
+	 *
+	 * I2. A full bucket wastes time, the fraction of the next token included. A claim that finds
+	 * head - tail >= limit first moves the tail to head - limit (the wasted tokens; capped: the ceiling moves
+	 * with it, so ceil - tail still counts the tokens not in flight), and when the head at that instant is not
+	 * a whole number of tokens, restarts the epoch there. So the next token takes a whole interval after the
+	 * take, and over any window w at most limit + rate * w tokens go out; after an idle period of limit / rate
+	 * exactly limit are available however the earlier tokens were taken or given back.
+	 * (SharedTokenBucketModelTests, SharedTokenBucketTests.aFullBucketEarnsNoPartOfTheNextTokenEither.)
+	 *
+	 * I3. Tickets are covered in order. The tail only grows except when the last claim is given back; a
+	 * claim given back with others behind it becomes a hole, whose tokens every later ticket counts as
+	 * covered at once (they move up) and no earlier one does (they gain nothing). Once the head reaches a
+	 * hole, the hole moves into the epoch's base (and, capped, into the ceiling): nothing changes for anyone,
+	 * the state is just smaller. (SharedTokenBucketModelTests, jcstress GiveUpRacingGrant.)
+	 *
+	 * I4. Nothing is lost or counted twice. A refusal claims nothing (it is decided before the claim, or the
+	 * claim is given back under the lock); giving back is exact (I3) and never lifts the bucket above its
+	 * limit (I1). (SharedTokenBucketModelTests.)
+	 *
+	 * I5. Time never goes back. Every call uses the latest clock reading seen so far (or a later replenish
+	 * argument); a clock that stands still or goes back changes nothing. (SharedTokenBucketTests
+	 * .aReplenishAheadOfTheClockIsKept, .aClockThatStandsStillOrGoesBackChangesNothing;
+	 * SharedTokenBucketModelTests, whose clock steps back.)
+	 *
+	 * I6. One writer of the structure at a time. Epoch changes (I2's restart, I3's holes, rate and limit
+	 * changes), capped mode, every claim that must wait and, in striped mode, every call but a stripe grant
+	 * (S2) go through one lock, and every locked section enters through StripedBucket.enterLocked, which
+	 * folds first. The lock-free fast path reads the clock, the tail, then the state (so the state is the
+	 * one in force at a time no earlier than the clock's), only claims tokens that are there, with one CAS on
+	 * the tail, and re-reads the state after its CAS: if the state changed meanwhile it re-checks its claim
+	 * under the lock and gives it back when it is not covered; a refusal reads the tail and the state again,
+	 * unchanged. Writers publish a new state before they move the tail, so a CAS that succeeds on an
+	 * unchanged state was decided on the state in force at that instant. (StaleStateFastClaimTests; jcstress
+	 * TwoCallersOnTheLastToken, RefundRacingReplenish.)
+	 *
+	 * I7. A refund and a charge act on the rate as if the call had taken fewer or more tokens. refund(n) (a
+	 * granted call gives tokens back: refundIf, or settle to a smaller cost) moves the epoch's base, so the
+	 * head, up by n, but never more than limit beyond the claims: the first callers in line are covered
+	 * first, the bucket never holds more than its limit (I1) and the head never runs away from the tail (no
+	 * wrap). With capped release the ceiling does not move: the call's tokens stay in flight until its permit
+	 * releases them, so a refund and the release never give the same tokens back twice. charge(n) (settle to
+	 * a larger cost) is a claim at the end of the line that nobody waits for: a full bucket first wastes its
+	 * excess (I2), so on a full bucket it is a take; callers ahead of it keep their tickets and waits (what
+	 * was covered stays covered, and no ticket ahead of it moves); callers behind it wait for it, in order
+	 * (I3). With capped release a charge puts nothing in flight: a ticket behind it counts its tokens as
+	 * within the ceiling (the state's charges; while a claim ahead of it waits for releases it is kept apart,
+	 * so that claim gains nothing, and then moves into the ceiling, as a hole does). Neither is a call: the
+	 * statistics do not change. (SharedTokenBucketModelTests, jcstress ChargeRacingFastClaim,
+	 * RefundRacingFastClaim.)
+	 *
+	 * W1. A give-back wakes only the claims behind it. A claim that waits is told when what it waits for may
+	 * have changed, so that a caller polling on a timer polls again at once (Reservation.onWake). By I3 a
+	 * claim given back as a hole moves up the claims behind it and gives nothing to those ahead; a claim
+	 * given back at the end of the line (every refusal at the claim, and a waiter that was last in line)
+	 * moves nobody, and wakes nobody. A release, a refund, a rate or limit change may move any claim, and
+	 * wakes every one. (Under overload, every refusal used to wake every waiter: with 10 asynchronous waiters
+	 * and 1,000 refusals a second the starter's one timer thread ran ~15,000 useless polls a second and fell
+	 * up to 0.7 s behind, so waiters were granted that long after their tokens were there:
+	 * SharedTokenBucketTests.aRefusalWakesNoWaiter, .aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt.)
+	 *
+	 * Linearization points: a claim at its CAS on tail (fast path: provided the state is unchanged after it,
+	 * else at the re-check under the lock); a stripe grant at its CAS on the stripe's word, at the time it
+	 * logged (the fold puts grants in the order of their times, each read within its call; S2 makes any
+	 * order valid); a fold when it has closed the last stripe; a charge likewise, at its CAS under the lock;
+	 * a give-back, a refund, a release, a rate or limit change at the write of the state, the tail or the
+	 * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6).
+	 *
+	 * Access modes: tail and state volatile (the rovers publish the work that released tokens to the caller
+	 * that gets them); seen opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
+	 * never more); ceil volatile, written under the lock after the state (a reader that reads the ceiling
+	 * first never counts a hole or a charge twice); the fields of striped mode under the lock, but for the
+	 * stripes' words (Stripes).
+	 *
+	 * Overflow: rovers are 64-bit counters compared by difference, so a ticket still held (a grab ticket, a
+	 * claim not yet taken or given up) is read exactly while the rovers travel less than 2^63 past it. Time
+	 * moves them at most 10^9 tokens per second (2^63 in 292 years); without time, only a give-up folded into
+	 * the base or a charge followed by a refund moves them, by at most one claim each, and claims are at most
+	 * 2^50 tokens (MAX_COST, as on Redis), so it takes 2^13 give-ups of the largest claim while one ticket is
+	 * held. (With claims up to 2^62, as before, two were enough:
+	 * SharedTokenBucketTests.aCoveredTicketStaysCoveredAfterGiveUpsOfTheLargestClaimBehindIt, found by the
+	 * model test.) Rate computes heads and waits in 128 bits and saturates waits, so rates from one per
+	 * century to 10^9 per second and a century of uptime are exact.
+	 */
 
 	private final StatsRecorder stats;
 

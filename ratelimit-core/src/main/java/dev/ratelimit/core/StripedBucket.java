@@ -20,52 +20,69 @@ abstract class StripedBucket extends RoverBucket {
 	 * Design notes of striped mode (the rover bucket's, I1-I7, are in SharedTokenBucket's).
 	 *
 	 * Two threads that take from one bucket must not write one cache line on every take, yet an exact
-	 * bucket must know when each take happened (I2).
+	 * bucket must know when each take happened (I2). State, all guarded by the lock but for the stripes'
+	 * words: the stripes (Stripes: per stripe a word of budget and log count, and a log of (time, n)), the
+	 * reservation (stripeFrom, the tail before it, and stripeReserved), the reused states (S6) and the fold's
+	 * candidate (S3). Invariants, each with the tests that check it:
 	 *
-	 * S1. Stripes get tokens that are there. When a covered claim loses the tail to another caller
-	 * and at least 16 tokens per stripe are available, the lock reserves an equal
-	 * budget for each stripe, all of them together at most the tokens available at that instant, as one
-	 * claim on the tail, and publishes a state that names the stripes. Only without capped release, with a
-	 * threshold of 1, without holes or charges, and with nobody waiting. A fast claim that raced it sees the
-	 * new state and re-checks (I6): one made before the reservation is covered (the reservation counted
-	 * it); one made after it folds the stripes first (S3) and is judged as any claim.
-	 * S2. A stripe grant is one CAS on a word of the stripe's own. A covered claim that needs no
-	 * ticket ({@code tryAcquire}, the first try of {@code acquire}; not {@code reserve} or {@code grab})
-	 * takes {@code n} from its stripe's budget and logs {@code (time, n)}, the time never before the
-	 * stripe's previous entry nor its opening. It never needs the tail: the level only drops through grants,
-	 * so at every instant it is at least the level at the reservation less what the stripes granted since,
-	 * and whatever order the grants are put in, each finds its tokens there.
-	 * S3. A fold is exact. Every other call (a stripe short of budget or log, a refusal to decide,
-	 * {@code grab}, {@code reserve}, a give-back, {@code refund(n)}, {@code charge}, a rate or limit
-	 * change, a snapshot) takes the lock, closes every stripe, reads the clock (no logged time is later), and
-	 * rebuilds the epoch from the level at that instant: the smallest of {@code limit}; the level if no grant
-	 * found the bucket full ({@code head - reservation start - granted}); and for each logged grant,
-	 * {@code limit} less the tokens granted at or after it plus the tokens made since (the bucket full just
-	 * before it, I2). Each is an upper bound on the level (a grant that did not find the bucket full found at
-	 * most {@code limit - 1}, and at most the fraction of one token was carried), and the one for the last
-	 * grant that found it full, or the first when none did, is the level; among equal ones, the one with the
-	 * smallest fraction of the next token stays the smallest until the next grant, so the epoch follows it.
-	 * A grant older than the time the granted tokens take to come back is skipped: its bound is above the
-	 * limit. The budgets not used go back. ({@code SharedTokenBucketModelTests}, a third of whose runs
-	 * stripe, {@code StripedBucketModelTests}).
-	 * S4. One caller folds, the others wait for it. A caller whose stripe is closed, or that finds
-	 * its stripe short while another caller has begun to fold, spins until the new state is published
-	 * instead of queueing for the lock (which parks threads); a caller that folds and stripes again in one
-	 * hold of the lock publishes the state in between as {@code held}, which sends fast claims to wait
-	 * rather than take the tail for that moment.
-	 * S5. Stripes are a thread's own. Two per processor; a thread moves to a random other stripe when
-	 * it finds another caller on its stripe or finds that another thread took from it last; each stripe's
-	 * log grows from 64 to 2,048 entries when it fills before its budget, and stripes and logs are padded
-	 * by 128 bytes.
-	 * S6. Folding and striping again allocate nothing. The states striped mode publishes (striped, and
-	 * held, S4) are reused: one held and two striped ones, in turn, written under the lock. Only the lock's holder
-	 * reads their epoch: the fast paths turn away on their stripes or their hold first, and a reader of a ticket's
-	 * coverage outside the lock ({@code deficiency}, a waiting claim) that finds one takes the lock and folds. (It
-	 * cannot take every ticket as covered: a grab that moves the tail between the stripes' check and their
-	 * reservation, which then gives up, has its ticket while the striped state is published, found by
-	 * {@code GrabDeficiencyRacingStripeTests} and jcstress {@code GrabRacingStripeReservation}.) Every other state
-	 * is made anew and never written after it is published. ({@code BucketAllocationTests}; the model tests above,
-	 * which fold and stripe again thousands of times per run.)
+	 * S1. Stripes get tokens that are there. When a covered claim loses the tail to another caller and at
+	 * least 16 tokens per stripe are available, the lock reserves an equal budget for each stripe, all of
+	 * them together at most the tokens available at that instant, as one claim on the tail, and publishes a
+	 * state that names the stripes. Only without capped release, with a threshold of 1, without holes or
+	 * charges, and with nobody waiting. A fast claim that raced it sees the new state and re-checks (I6): one
+	 * made before the reservation is covered (the reservation counted it); one made after it folds the
+	 * stripes first (S3) and is judged as any claim. (StripedModeTests.theStripesShareOutOnlyTheTokensThereAre;
+	 * jcstress RoverRefusalRacingStripeReservation, LockedClaimRacingFastClaimOnTheLastToken.)
+	 *
+	 * S2. A stripe grant is one CAS on a word of the stripe's own. A covered claim that needs no ticket
+	 * (tryAcquire, the first try of acquire; not reserve or grab) takes n from its stripe's budget and logs
+	 * (time, n), the time never before the stripe's previous entry nor its opening. It never needs the tail:
+	 * the level only drops through grants, so at every instant it is at least the level at the reservation
+	 * less what the stripes granted since, and whatever order the grants are put in, each finds its tokens
+	 * there. (StripesTests.aStripeLogsNoTimeBeforeItsPreviousEntryOrItsOpening, StripedBucketModelTests;
+	 * jcstress TwoGrantsOnOneStripeAcrossAClockMove, StripeGrantRacingFold, TwoCallersOnOneStripesLastBudget,
+	 * StripeGrantRacingClockAndFold.)
+	 *
+	 * S3. A fold is exact. Every other call (a stripe short of budget or log, a refusal to decide, grab,
+	 * reserve, a give-back, refund(n), charge, a rate or limit change, a snapshot) takes the lock and enters
+	 * through enterLocked, which closes every stripe, reads the clock (no logged time is later), and rebuilds
+	 * the epoch from the level at that instant: the smallest of limit; the level if no grant found the bucket
+	 * full (head - reservation start - granted); and for each logged grant, limit less the tokens granted at
+	 * or after it plus the tokens made since (the bucket full just before it, I2). Each is an upper bound on
+	 * the level (a grant that did not find the bucket full found at most limit - 1, and at most the fraction
+	 * of one token was carried), and the one for the last grant that found it full, or the first when none
+	 * did, is the level; among equal ones, the one with the smallest fraction of the next token stays the
+	 * smallest until the next grant, so the epoch follows it. A grant older than the time the granted tokens
+	 * take to come back is skipped: its bound is above the limit. The budgets not used go back.
+	 * (SharedTokenBucketModelTests, a third of whose runs stripe, StripedBucketModelTests; jcstress
+	 * StripeGrantRacingRefund, StripeGrantRacingUpdateLimit, SnapshotRacingStripeGrant.)
+	 *
+	 * S4. One caller folds, the others wait for it. A caller whose stripe is closed, or that finds its
+	 * stripe short while another caller has begun to fold, spins until the new state is published instead
+	 * of queueing for the lock (which parks threads); a caller that folds and stripes again in one hold of
+	 * the lock publishes the state in between as held, which sends fast claims to wait rather than take the
+	 * tail for that moment. (StripedModeTests.whileACallerFoldsAndStripesAgainAFastClaimWaitsForIt; the spin
+	 * is for speed, measured by TryPathBenchmark on 2 threads.)
+	 *
+	 * S5. Stripes are a thread's own. Two per processor; a thread moves to a random other stripe when it
+	 * finds another caller on its stripe or finds that another thread took from it last; each stripe's log
+	 * grows from 64 to 2,048 entries when it fills before its budget, and stripes and logs are padded by 128
+	 * bytes. (StripesTests.aThreadMovesToAnotherStripeWhenAnotherThreadTookFromItsStripeLast,
+	 * .aStripesLogThatFillsBeforeItsBudgetGrowsUpToItsLargestSize; the padding is measured, not tested.)
+	 *
+	 * S6. Folding and striping again allocate nothing. The states striped mode publishes (striped, and held,
+	 * S4) are reused: one held and two striped ones, in turn, written under the lock. Only the lock's holder
+	 * reads their epoch: the fast paths turn away on their stripes or their hold first, and a reader of a
+	 * ticket's coverage outside the lock (deficiency, a waiting claim) that finds one takes the lock and
+	 * folds. (It cannot take every ticket as covered: a grab that moves the tail between the stripes' check
+	 * and their reservation, which then gives up, has its ticket while the striped state is published, found
+	 * by GrabDeficiencyRacingStripeTests and jcstress GrabRacingStripeReservation.) Every other state is made
+	 * anew and never written after it is published. (BucketAllocationTests; the model tests above, which
+	 * fold and stripe again thousands of times per run.)
+	 *
+	 * Access modes: a stripe's word volatile, taken by CAS and released by a release write that publishes
+	 * its log entry (Stripes); folding volatile, set by CAS (S4); eagerStripeChooser volatile, tests only;
+	 * every other field under the lock.
 	 */
 
 	/** Spin-waits for a fold by another caller before taking the lock (S4): a fold takes a few microseconds. */
