@@ -85,7 +85,7 @@ abstract class RoverBucket {
 	@SuppressWarnings("unused")
 	volatile long tail;
 
-	/** I5: the latest clock reading seen; written opaquely, read racily (SharedTokenBucket's design notes: access modes). */
+	/** I5: the latest clock reading seen; written opaquely, read racily (see SharedTokenBucket's access modes). */
 	@SuppressWarnings("unused")
 	volatile long seen;
 
@@ -460,8 +460,9 @@ abstract class RoverBucket {
 		final boolean held;
 
 		/**
-		 * Nothing in the way of {@code SharedTokenBucket.claimOnce}: rover mode, no holes or charges, not capped, a threshold of
-		 * 1, and no test hook that stripes eagerly (read when the state is made).
+		 * Nothing in the way of {@code SharedTokenBucket.claimOnce}: rover mode, no holes or charges, not
+		 * capped, a threshold of 1, and no test hook that stripes eagerly (read when the state is made, so
+		 * that the fast path never reads the hook).
 		 */
 		final boolean plain;
 

@@ -100,7 +100,10 @@ abstract class StripedBucket extends RoverBucket {
 	/** {@link #tryClaimNow}: refused, decided on the state in force (I6). */
 	static final int NOT_THERE = 3;
 
-	/** {@link #tryClaimNow}: the tail was lost while there were tokens to share out: the lock decides, then stripes (S1). */
+	/**
+	 * {@link #tryClaimNow}: the tail was lost while there were tokens to share out: the lock decides, then
+	 * stripes (S1).
+	 */
 	static final int SHARE_OUT = 4;
 
 	private static final VarHandle FOLDER;
@@ -200,7 +203,10 @@ abstract class StripedBucket extends RoverBucket {
 			return FOLDING; // S4
 		}
 		long ticket = tryFastClaim(n, now, true, true);
-		return (ticket == NO_TICKET) ? UNSURE : (ticket == REFUSED) ? NOT_THERE : (ticket == CONTENDED) ? SHARE_OUT : GRANTED;
+		if (ticket == NO_TICKET) {
+			return UNSURE;
+		}
+		return (ticket == REFUSED) ? NOT_THERE : (ticket == CONTENDED) ? SHARE_OUT : GRANTED;
 	}
 
 	/**
