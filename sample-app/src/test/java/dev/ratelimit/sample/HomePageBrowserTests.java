@@ -100,9 +100,10 @@ class HomePageBrowserTests {
 		long publicRefusedBefore = count(text("public-api", "dd.rejected"));
 
 		this.browser.findElement(By.id("load")).click();
+		// the load runs for 5 s: the button is disabled meanwhile
+		assertThat(this.browser.findElement(By.id("load")).isEnabled()).as("the button while the load runs").isFalse();
 		wait.withMessage("the load's first grants on the page")
 			.until((page) -> count(text("db-writes", "dd.granted")) > grantedBefore.get("db-writes"));
-		assertThat(this.browser.findElement(By.id("load")).isEnabled()).as("the button while the load runs").isFalse();
 		wait.withMessage("refusals of the public API on the page")
 			.until((page) -> count(text("public-api", "dd.rejected")) > publicRefusedBefore);
 		wait.withMessage("grants in the db-writes sparkline").until((page) -> sparklineRose("db-writes", "granted"));
