@@ -53,7 +53,7 @@
 		gauge.append(
 			element('svg:path', { class: 'track', d: 'M 10 62 A 50 50 0 0 1 110 62', fill: 'none', 'stroke-width': 12, pathLength: 100 }),
 			element('svg:path', { class: 'level', d: 'M 10 62 A 50 50 0 0 1 110 62', fill: 'none', 'stroke-width': 12, pathLength: 100,
-				'stroke-dasharray': '100 100', 'stroke-dashoffset': 100 }),
+				'stroke-dasharray': '0 100' }),
 			element('svg:text', { class: 'available', x: 60, y: 52, 'text-anchor': 'middle' }),
 			element('svg:text', { class: 'of', x: 60, y: 67, 'text-anchor': 'middle' }));
 		const facts = element('dl');
@@ -96,7 +96,8 @@
 		}
 		root.querySelector('.settings').textContent = settings.join(' · ');
 		const share = bucket.limit > 0 ? Math.max(0, Math.min(1, bucket.available / bucket.limit)) : 0;
-		root.querySelector('.gauge .level').setAttribute('stroke-dashoffset', String(100 - (share * 100)));
+		// the arc drawn as one dash of share * 100 of the path's 100 units (0: nothing at all)
+		root.querySelector('.gauge .level').setAttribute('stroke-dasharray', (share * 100).toFixed(2) + ' 100');
 		root.querySelector('.gauge').setAttribute('aria-label', number(bucket.available) + ' of ' + number(bucket.limit) + ' tokens available');
 		root.querySelector('.gauge .available').textContent = number(bucket.available);
 		root.querySelector('.gauge .of').textContent = 'of ' + number(bucket.limit) + ' available';

@@ -1,5 +1,6 @@
 package dev.ratelimit.sample;
 
+import java.io.IOException;
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
@@ -40,7 +41,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * The sample's home page in a real headless browser (Debian's {@code chromium} and
  * {@code chromium-driver}; skipped with a message when they are absent): it loads without console
  * errors, shows every configured bucket, and its numbers move when its button runs the load. It leaves
- * a screenshot in {@code target/home-page.png}.
+ * screenshots in {@code target/home-page-under-load.png} and {@code target/home-page.png}.
  */
 @SpringBootTest(webEnvironment = WebEnvironment.RANDOM_PORT)
 class HomePageBrowserTests {
@@ -104,6 +105,7 @@ class HomePageBrowserTests {
 		assertThat(this.browser.findElement(By.id("load")).isEnabled()).as("the button while the load runs").isFalse();
 		wait.withMessage("the load's first grants on the page")
 			.until((page) -> count(text("db-writes", "dd.granted")) > grantedBefore.get("db-writes"));
+		screenshot("home-page-under-load.png");
 		wait.withMessage("refusals of the public API on the page")
 			.until((page) -> count(text("public-api", "dd.rejected")) > publicRefusedBefore);
 		wait.withMessage("grants in the db-writes sparkline").until((page) -> sparklineRose("db-writes", "granted"));
@@ -116,10 +118,7 @@ class HomePageBrowserTests {
 				.isGreaterThan(grantedBefore.get(bucket));
 		}
 
-		Path screenshot = Path.of("target", "home-page.png");
-		Files.createDirectories(screenshot.getParent());
-		Files.copy(this.browser.getScreenshotAs(OutputType.FILE).toPath(), screenshot,
-				StandardCopyOption.REPLACE_EXISTING);
+		screenshot("home-page.png");
 		List<String> errors = new ArrayList<>();
 		for (LogEntry entry : this.browser.manage().logs().get(LogType.BROWSER)) {
 			if (entry.getLevel().intValue() >= Level.SEVERE.intValue()) {
@@ -127,6 +126,14 @@ class HomePageBrowserTests {
 			}
 		}
 		assertThat(errors).as("the browser's console").isEmpty();
+	}
+
+	/** For a person to look at (not compared): {@code target/<name>}. */
+	private void screenshot(String name) throws IOException {
+		Path screenshot = Path.of("target", name);
+		Files.createDirectories(screenshot.getParent());
+		Files.copy(this.browser.getScreenshotAs(OutputType.FILE).toPath(), screenshot,
+				StandardCopyOption.REPLACE_EXISTING);
 	}
 
 	private List<String> configuredBuckets() throws Exception {
