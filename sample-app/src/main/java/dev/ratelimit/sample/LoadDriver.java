@@ -17,7 +17,10 @@ import org.springframework.stereotype.Component;
 /**
  * Pushes every bucket harder than its rate for a while, so that limiting, waiting and refusals show up
  * in {@code /actuator/ratelimits} and {@code /actuator/metrics}. It calls the throttled beans in this
- * process (no network), from a bounded number of threads, for a bounded time.
+ * process (no network), from a bounded number of threads, for a bounded time: the writes, the partner
+ * and the public quote from threads of their own, and every 20 ms a report, a search (its bucket is in
+ * shadow mode: the searches it would refuse run, counted as {@code shadow-rejected}) and a quote for one
+ * of five users (a bucket per user).
  */
 @Component
 public class LoadDriver {
@@ -35,18 +38,23 @@ public class LoadDriver {
 
 	private final ShopController shop;
 
-	public LoadDriver(OrderWriter orders, PartnerApiClient partner, ReportService reports, ShopController shop) {
+	private final SearchService search;
+
+	public LoadDriver(OrderWriter orders, PartnerApiClient partner, ReportService reports, ShopController shop,
+			SearchService search) {
 		this.orders = orders;
 		this.partner = partner;
 		this.reports = reports;
 		this.shop = shop;
+		this.search = search;
 	}
 
 	/**
 	 * Runs the load.
 	 *
 	 * @param duration how long, at most {@link #MAX_RUN}
-	 * @return per bucket, the calls granted and refused during the run
+	 * @return per bucket, the calls granted and refused during the run (for the shadow bucket
+	 * {@code search-rollout}, the calls that ran: all of them, whatever it would have decided)
 	 * @throws InterruptedException when interrupted
 	 */
 	public Map<String, Map<String, Long>> run(Duration duration) throws InterruptedException {
@@ -63,8 +71,19 @@ public class LoadDriver {
 		threads.addAll(start(2, end, counts.computeIfAbsent("public-api", (k) -> new Counts()),
 				() -> this.shop.quote("DE")));
 		Counts reportCounts = counts.computeIfAbsent("reports", (k) -> new Counts());
+		Counts userCounts = counts.computeIfAbsent("per-user", (k) -> new Counts());
+		AtomicLong searches = new AtomicLong();
 		List<CompletableFuture<String>> pending = new ArrayList<>();
-		while (System.nanoTime() < end) {
+		for (int round = 0; System.nanoTime() < end; round++) {
+			this.search.search("load");
+			searches.incrementAndGet();
+			try {
+				this.shop.userQuote("user-" + (round % 5));
+				userCounts.granted.incrementAndGet();
+			}
+			catch (RateLimitExceededException ex) {
+				userCounts.rejected.incrementAndGet();
+			}
 			pending.add(this.reports.render("load").whenComplete((report, failure) -> {
 				if (failure == null) {
 					reportCounts.granted.incrementAndGet();
@@ -89,6 +108,7 @@ public class LoadDriver {
 		Map<String, Map<String, Long>> result = new LinkedHashMap<>();
 		counts.forEach((bucket, c) -> result.put(bucket,
 				Map.of("granted", c.granted.get(), "rejected", c.rejected.get())));
+		result.put("search-rollout", Map.of("ran", searches.get()));
 		return result;
 	}
 
