@@ -36,62 +36,6 @@ import org.jspecify.annotations.Nullable;
  * Duration behind = pacer.behindSchedule();
  * }</pre>
  *
- * <h2>Design</h2>
- * Units: with the rate reduced to {@code num / den} operations per nanosecond, a <em>tick</em> is
- * {@code 1 / num} of a nanosecond of schedule, so that a nanosecond is {@code num} ticks and an
- * operation {@code den} ticks, both whole. State, all under one private lock:
- * <ul>
- * <li>the rovers {@code tail} (operations claimed) and {@code head} (operations made spendable, a whole
- * count plus {@code headFrac} ticks of the next one), 64-bit counters compared only by difference: the
- * <em>level</em> {@code head - tail} is the active pool (its bottom {@code activeMax} ticks) plus the
- * burst pool (the rest), negative while callers wait (their tickets are tails, covered in order when the
- * head reaches them);</li>
- * <li>the waiting pool: {@code behind} (schedule time that may still be caught up, in nanoseconds plus
- * sub-nanosecond ticks) and {@code lost} (schedule time beyond {@code maxBacklog}, reported but never
- * caught up);</li>
- * <li>{@code holes}: claims given back by waiters that others queue behind, as in the rover bucket.</li>
- * </ul>
- * Invariants:
- * <ul>
- * <li>P1. <b>The pools never hold more than their sizes</b>: the level is at most
- * {@code cap = activeMax + burstMax}; whatever would lift it higher (time while full, a claim given
- * back, a smaller limit or rate) goes to the waiting pool. ({@code HybridRateLimiterModelTests}).</li>
- * <li>P2. <b>No time is created or lost</b>: a fill of {@code d} ticks of elapsed time puts
- * {@code min(d, activeMax - level)} into the level (paying waiters first) and the rest into the waiting
- * pool; then moves {@code min(waiting, d * (burstRatio - 1), cap - level)} from the waiting pool to
- * the level (the fraction of a tick carried to the next fill, so catch-up does not depend on how often
- * callers come). So a greedy caller gets exactly the schedule, and while behind at most
- * {@code rate * burstRatio}. ({@code HybridRateLimiterModelTests}).</li>
- * <li>P3. <b>Nothing saturates</b>: only differences are stored; the elapsed time of one fill is
- * converted with saturation (a fill longer than the pools fills them and adds the rest to the waiting
- * pool in nanoseconds, which hold 292 years), so the pacer keeps pacing for as long as a process runs at
- * any rate from 0.001 per second to 10^9 per second. ({@code HybridRateLimiterTests}).</li>
- * <li>P4. <b>Waiters in order</b>: tickets are covered in order; a waiter that gives up removes its
- * claim (the tail moves back, or its claim becomes a hole that the callers behind it skip at once);
- * the waiters behind it, and only they, are woken to look again (a refusal at the claim is the last in
- * line and wakes nobody; a refund or a retune wakes every waiter, a charge nobody).
- * ({@code HybridRateLimiterModelTests}; the wake-ups: {@code HybridRateLimiterTests}).</li>
- * <li>P5. <b>Time never goes back</b>: a fill for an instant not after the last one does nothing.</li>
- * <li>P6. <b>A refund and a charge change what the call took, nothing else.</b> Both first fill up to
- * now (so the time before them is accounted as it was). {@link #refund(long) refund(n)} (a granted call
- * gives operations back: {@code refundIf}, or {@code settle} to a smaller cost) moves the head up by
- * {@code n}: the callers in line are covered first, in order (holes they reach fold, P4), and what would
- * lift the pools above their size goes to the waiting pool (P1), as for a claim given back. So no
- * schedule time is created or lost (P2): the operations granted net of refunds never exceed what the
- * schedule made. This is exactly the state the pacer would be in had the call not run, when nothing
- * else ran meanwhile and the burst ratio is 1.0; with a burst ratio above 1.0 the catch-up a lower level
- * allowed meanwhile stays in the pools (the totals are the same, the split between the burst pool and
- * the waiting pool may differ from such a history by at most the burst pool's size).
- * {@link #charge(long) charge(n)} ({@code settle} to a larger cost) moves the tail by {@code n}, into
- * debt if need be, without waiting or refusal: the tickets of the callers already waiting and the head
- * do not move, so their waits do not change (nor does any later fill's effect on them: while they
- * wait the level is negative and every fill goes to the head); callers that come after have tickets
- * behind the charge and wait for it, in order. Neither is a call: the statistics do not change.
- * ({@code HybridRateLimiterModelTests}).</li>
- * </ul>
- * Linearization points: every operation at its critical section (a refund or a charge too). The lock is
- * held for a few arithmetic steps and never while a caller waits.
- *
  * <h2>Changing the rate</h2>
  * {@link #updateRate}, {@link #updateBurstRatio} and {@link #updateLimit} first fill under the old
  * settings. The pools keep their <em>operations</em> (the fraction of an operation is rescaled to the
@@ -101,6 +45,78 @@ import org.jspecify.annotations.Nullable;
  * <p>Memory consistency effects: as for {@link RateLimiter}.
  */
 public final class HybridRateLimiter implements RateLimiter {
+
+	/*
+	 * Design notes.
+	 *
+	 * Units: with the rate reduced to num / den operations per nanosecond, a tick is
+	 * 1 / num of a nanosecond of schedule, so that a nanosecond is num ticks and an
+	 * operation den ticks, both whole. State, all under one private lock:
+	 * - the rovers tail (operations claimed) and head (operations made spendable, a whole
+	 * count plus headFrac ticks of the next one), 64-bit counters compared only by difference: the
+	 * level head - tail is the active pool (its bottom activeMax ticks) plus the
+	 * burst pool (the rest), negative while callers wait (their tickets are tails, covered in order when the
+	 * head reaches them);
+	 * - the waiting pool: behind (schedule time that may still be caught up, in nanoseconds plus
+	 * sub-nanosecond ticks) and lost (schedule time beyond maxBacklog, reported but never
+	 * caught up);
+	 * - holes: claims given back by waiters that others queue behind, as in the rover bucket.
+	 *
+	 * Invariants, each with the tests that check it:
+	 *
+	 * P1. The pools never hold more than their sizes: the level is at most
+	 * cap = activeMax + burstMax; whatever would lift it higher (time while full, a claim given
+	 * back, a smaller limit or rate) goes to the waiting pool. (HybridRateLimiterModelTests;
+	 * HybridRateLimiterTests.itsPoolsNeverHoldMoreThanTheirSizeAfterAnIdleHour, .itsPoolsNeverHoldMoreThanTheirSizeAfterACancelledClaim.)
+	 *
+	 * P2. No time is created or lost: a fill of d ticks of elapsed time puts
+	 * min(d, activeMax - level) into the level (paying waiters first) and the rest into the waiting
+	 * pool; then moves min(waiting, d * (burstRatio - 1), cap - level) from the waiting pool to
+	 * the level (the fraction of a tick carried to the next fill, so catch-up does not depend on how often
+	 * callers come). So a greedy caller gets exactly the schedule, and while behind at most
+	 * rate * burstRatio. (HybridRateLimiterModelTests; HybridRateLimiterTests
+	 * .catchesUpATenthOfTheBacklogPerSecondWithBurstRatioOnePointOne.)
+	 *
+	 * P3. Nothing saturates: only differences are stored; the elapsed time of one fill is
+	 * converted with saturation (a fill longer than the pools fills them and adds the rest to the waiting
+	 * pool in nanoseconds, which hold 292 years), so the pacer keeps pacing for as long as a process runs at
+	 * any rate from 0.001 per second to 10^9 per second. (HybridRateLimiterTests
+	 * .keepsPacingLongAfterItsCountersWouldHaveSaturated, .isExactAtOneOperationPerThousandSeconds.)
+	 *
+	 * P4. Waiters in order: tickets are covered in order; a waiter that gives up removes its
+	 * claim (the tail moves back, or its claim becomes a hole that the callers behind it skip at once);
+	 * the waiters behind it, and only they, are woken to look again (a refusal at the claim is the last in
+	 * line and wakes nobody; a refund or a retune wakes every waiter, a charge nobody).
+	 * (HybridRateLimiterModelTests; the wake-ups: HybridRateLimiterTests.aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt,
+	 * .aClaimThatWaitsWithoutAThreadIsToldWhenACallerAheadGivesUp.)
+	 *
+	 * P5. Time never goes back: a fill for an instant not after the last one does nothing.
+	 * (HybridRateLimiterTests.aRateChangeWithAClockThatReadsEarlierCreditsNoTimeTwice; HybridRateLimiterModelTests,
+	 * whose clock goes back.)
+	 *
+	 * P6. A refund and a charge change what the call took, nothing else. Both first fill up to
+	 * now (so the time before them is accounted as it was). refund(n) (a granted call
+	 * gives operations back: refundIf, or settle to a smaller cost) moves the head up by
+	 * n: the callers in line are covered first, in order (holes they reach fold, P4), and what would
+	 * lift the pools above their size goes to the waiting pool (P1), as for a claim given back. So no
+	 * schedule time is created or lost (P2): the operations granted net of refunds never exceed what the
+	 * schedule made. This is exactly the state the pacer would be in had the call not run, when nothing
+	 * else ran meanwhile and the burst ratio is 1.0; with a burst ratio above 1.0 the catch-up a lower level
+	 * allowed meanwhile stays in the pools (the totals are the same, the split between the burst pool and
+	 * the waiting pool may differ from such a history by at most the burst pool's size).
+	 * charge(n) (settle to a larger cost) moves the tail by n, into
+	 * debt if need be, without waiting or refusal: the tickets of the callers already waiting and the head
+	 * do not move, so their waits do not change (nor does any later fill's effect on them: while they
+	 * wait the level is negative and every fill goes to the head); callers that come after have tickets
+	 * behind the charge and wait for it, in order. Neither is a call: the statistics do not change.
+	 * (HybridRateLimiterModelTests).
+	 *
+	 * Linearization points: every operation at its critical section (a refund or a charge too). The lock is
+	 * held for a few arithmetic steps and never while a caller waits.
+	 *
+	 * Access modes: every field under the lock (a SpinLock), but settings, volatile for the argument checks
+	 * outside it. Overflow: see P3.
+	 */
 
 	private static final long NANOS_PER_MILLI = 1_000_000L;
 

@@ -8,8 +8,8 @@ import java.util.function.IntSupplier;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The stripes of a {@link SharedTokenBucket} in striped mode (its notes S1-S5): each stripe holds a
- * budget of tokens reserved from the bucket and a log of the grants it made from it, {@code (time, n)}
+ * The stripes of a {@link SharedTokenBucket} in striped mode (the notes S1-S6 of {@link StripedBucket}): each
+ * stripe holds a budget of tokens reserved from the bucket and a log of the grants it made from it, {@code (time, n)}
  * in the order they were made, so that a caller takes tokens with one CAS on a word no other thread
  * writes while it has its own stripe.
  *
@@ -42,13 +42,19 @@ final class Stripes {
 	/** The largest budget a stripe's word holds. */
 	static final long MAX_BUDGET = ONE_ENTRY - 1;
 
+	/** The fewest tokens per stripe worth striping for (S1; tests that stripe eagerly take 1). */
+	static final long MIN_BUDGET = 16;
+
+	/** The number of stripes of a bucket: {@link #defaultCount()}. */
+	static final int COUNT = defaultCount();
+
 	/** Array slots left free before and after a log's entries, so that two logs never share a pair of cache lines. */
 	private static final int LOG_PAD = 32;
 
 	private static final VarHandle WORD;
 
-	/** A thread's stripe, moved on when it finds another caller on it. */
-	private static final ThreadLocal<int[]> PROBE = ThreadLocal
+	/** A thread's stripe, moved on when it finds another caller on it (package-private for StripesTests). */
+	static final ThreadLocal<int[]> PROBE = ThreadLocal
 		.withInitial(() -> new int[] { ThreadLocalRandom.current().nextInt() | 1 }); // (xorshift keeps it non-zero)
 
 	static {

@@ -171,6 +171,21 @@ class SharedTokenBucketTests {
 		assertThat(drain(bucket)).isEqualTo(1);
 	}
 
+	/**
+	 * I5: a replenish ahead of the clock is the latest time seen, and the clock that lags it does not undo it
+	 * (read without the latest time seen, the clock finds no token: found by removing it).
+	 */
+	@Test
+	void aReplenishAheadOfTheClockIsKept() {
+		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).build();
+		bucket.replenish(this.clock.getAsLong() + Duration.ofMillis(5).toNanos());
+		assertThat(bucket.tryAcquire(5)).as("5 tokens made by the replenished time").isTrue();
+		this.clock.advance(Duration.ofMillis(5));
+		assertThat(bucket.tryAcquire(1)).as("the clock caught up: no token more").isFalse();
+		this.clock.advance(Duration.ofMillis(1));
+		assertThat(bucket.tryAcquire(1)).isTrue();
+	}
+
 	@Test
 	void thresholdKeepsTimeWorthFewerTokensForLater() {
 		SharedTokenBucket bucket = perMillisecond().limit(100).initial(0).threshold(5).build();

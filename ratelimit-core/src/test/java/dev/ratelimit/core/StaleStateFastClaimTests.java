@@ -1,11 +1,7 @@
 package dev.ratelimit.core;
 
 import java.time.Duration;
-import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.function.LongSupplier;
 
 import org.junit.jupiter.api.Test;
 
@@ -62,54 +58,5 @@ class StaleStateFastClaimTests {
 		bucket.updateLimit(10); // the bucket now holds at most 10
 		clock.release(stale);
 		assertThat(granted[0]).as("40 tokens granted from a bucket whose limit is 10").isFalse();
-	}
-
-	/** A clock whose first reading by the thread {@link #stall} starts blocks until {@link #release}. */
-	private static final class StallingClock implements LongSupplier {
-
-		private final LongSupplier time;
-
-		private final AtomicBoolean armed = new AtomicBoolean();
-
-		private final CountDownLatch blocked = new CountDownLatch(1);
-
-		private final CountDownLatch released = new CountDownLatch(1);
-
-		private volatile Thread stalled;
-
-		StallingClock(LongSupplier time) {
-			this.time = time;
-		}
-
-		@Override
-		public long getAsLong() {
-			if (Thread.currentThread() == this.stalled && this.armed.compareAndSet(true, false)) {
-				this.blocked.countDown();
-				try {
-					this.released.await(10, TimeUnit.SECONDS);
-				}
-				catch (InterruptedException ex) {
-					Thread.currentThread().interrupt();
-				}
-			}
-			return this.time.getAsLong();
-		}
-
-		/** Starts {@code call} on a thread of its own and returns once that thread is blocked in the clock. */
-		Thread stall(Runnable call) throws InterruptedException {
-			Thread thread = new Thread(call, "stale");
-			this.stalled = thread;
-			this.armed.set(true);
-			thread.start();
-			assertThat(this.blocked.await(10, TimeUnit.SECONDS)).as("the caller read the clock").isTrue();
-			return thread;
-		}
-
-		/** Lets the stalled reading go on and waits for its call to end. */
-		void release(Thread thread) throws InterruptedException {
-			this.released.countDown();
-			thread.join(10_000);
-			assertThat(thread.isAlive()).as("the stalled call ended").isFalse();
-		}
 	}
 }

@@ -1,0 +1,561 @@
+package dev.ratelimit.core;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.util.Arrays;
+import java.util.function.LongSupplier;
+
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Rover mode of a {@link SharedTokenBucket}: its state, the clock, the lock-free claim on the tail and the
+ * arithmetic of the locked sections, shared with striped mode ({@link StripedBucket}). The invariants it
+ * keeps, I1-I7, are in the design notes of {@link SharedTokenBucket}; the methods name the ones they keep.
+ * Split out of the bucket as {@code Striped64} is out of {@code LongAdder}: fields and methods are
+ * package-private, so that nothing here is public API.
+ */
+abstract class RoverBucket {
+
+	/**
+	 * The largest claim, 2^50 tokens: rovers compared by difference stay exact while a held ticket is
+	 * less than 2^63 behind them (SharedTokenBucket's design notes), which takes 2^13 give-ups of the largest claim.
+	 */
+	static final long MAX_COST = 1L << 50;
+
+	static final long[] NO_HOLES = new long[0];
+
+	/**
+	 * Spin-waits after a lost CAS on the tail, doubling up to {@link #MAX_BACKOFF_SPINS}: chosen with
+	 * {@code TryPathBenchmark} on 2 threads (0: 15 ops/us, 16: 39, 64: 37).
+	 */
+	private static final int BACKOFF_SPINS = 32;
+
+	private static final int MAX_BACKOFF_SPINS = 1024;
+
+	static final VarHandle TAIL;
+
+	static final VarHandle SEEN;
+
+
+	static {
+		try {
+			MethodHandles.Lookup lookup = MethodHandles.lookup();
+			TAIL = lookup.findVarHandle(RoverBucket.class, "tail", long.class);
+			SEEN = lookup.findVarHandle(RoverBucket.class, "seen", long.class);
+		}
+		catch (ReflectiveOperationException ex) {
+			throw new ExceptionInInitializerError(ex);
+		}
+	}
+
+	/** What the claim methods return when they claimed nothing. Tickets never equal it: see {@link #tryFastClaim}. */
+	static final long NO_TICKET = Long.MIN_VALUE;
+
+	/** What {@link #tryFastClaim} returns when the tokens are not there (and the lock could not help). */
+	static final long REFUSED = Long.MIN_VALUE + 1;
+
+	/**
+	 * What {@link #tryFastClaim} returns to a covered claim that lost the tail to another caller while the
+	 * bucket held enough tokens to stripe (S1): the lock decides, then stripes.
+	 */
+	static final long CONTENDED = Long.MIN_VALUE + 2;
+
+	final @Nullable String name;
+
+	final LongSupplier clock;
+
+	/** I5: the default clock, {@code System.nanoTime()}, never goes back: {@code seen} is not needed. */
+	final boolean monotonic;
+
+	final boolean cappedRelease;
+
+	final long threshold;
+
+	/** I6: the one writer of the state, the ceiling and capped claims. */
+	final Object lock = new Object();
+
+	volatile State state;
+
+	/**
+	 * Tests only ({@link StripedBucket#stripeEagerly}): no state is {@code plain}, so that every covered claim
+	 * takes the slow path, where it stripes. Read when a state is made, never on a fast path.
+	 */
+	volatile boolean eager;
+
+	@SuppressWarnings("unused")
+	volatile long tail;
+
+	/** I5: the latest clock reading seen; written opaquely, read racily (see SharedTokenBucket's access modes). */
+	@SuppressWarnings("unused")
+	volatile long seen;
+
+	/** Capped release only: guarded by {@link #lock}; volatile for readers outside it. */
+	volatile long ceil;
+
+	RoverBucket(@Nullable String name, LongSupplier clock, boolean cappedRelease, long threshold) {
+		this.name = name;
+		this.clock = clock;
+		this.monotonic = (clock == RateLimiterBuilder.NANO_TIME);
+		this.cappedRelease = cappedRelease;
+		this.threshold = threshold;
+	}
+
+	/** I5: the clock, never earlier than a reading already seen. */
+	final long now() {
+		if (this.monotonic) {
+			return System.nanoTime(); // the clock itself, read without the supplier
+		}
+		long t = this.clock.getAsLong();
+		long s = (long) SEEN.getOpaque(this);
+		if (t - s > 0) {
+			SEEN.setOpaque(this, t);
+			return t;
+		}
+		return s;
+	}
+
+	/**
+	 * The lock-free path (I6): claims {@code n} tokens with one CAS on the tail when no structure is in
+	 * the way (no capped release, no holes, and no epoch restart needed by I2); {@code covered} asks
+	 * for tokens that are there now, otherwise the claim is made whatever it waits for. With
+	 * {@code stripe} (a covered claim that needs no ticket, which looked at its stripe first, S2) it says
+	 * {@link #CONTENDED} after losing the tail while there are tokens to share out (S1). A state of striped
+	 * mode, striped or held (S4), sends every caller to the lock.
+	 *
+	 * @return the ticket, or {@link #NO_TICKET} when the caller must take the lock, {@link #REFUSED} (with
+	 *         {@code covered}) when the tokens are not there, or {@link #CONTENDED}
+	 */
+	final long tryFastClaim(long n, long now, boolean covered, boolean stripe) {
+		if (this.cappedRelease) {
+			return NO_TICKET;
+		}
+		int backoff = BACKOFF_SPINS;
+		for (;;) {
+			long tl = (long) TAIL.getVolatile(this); // before the state: see claimCovered
+			State s = this.state;
+			if (s.marker() || s.holes.length != 0) {
+				return NO_TICKET;
+			}
+			long tokens = s.tokens(now);
+			long next;
+			if (s.base + tokens - tl - s.limit >= 0) {
+				// full (I2): waste the excess; the epoch must restart unless the head is a whole number
+				if (covered && n > s.limit) {
+					if (!refusable(s, tl)) {
+						continue;
+					}
+					return REFUSED;
+				}
+				if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
+					return NO_TICKET;
+				}
+				next = s.base + tokens - s.limit + n;
+			}
+			else {
+				long available = s.base + quantized(tokens) - tl;
+				if (available < n && covered) {
+					if (!refusable(s, tl)) {
+						continue;
+					}
+					return REFUSED; // decided on the state in force: no lock needed to say no
+				}
+				if (available < n && n - available > MAX_COST) {
+					return NO_TICKET;
+				}
+				next = tl + n;
+			}
+			if (isSentinel(next)) {
+				return NO_TICKET;
+			}
+			if (TAIL.compareAndSet(this, tl, next)) {
+				return (this.state == s || recheck(next, n, covered)) ? next : NO_TICKET;
+			}
+			if (stripe && this.threshold == 1
+					&& Math.min(s.base + tokens - tl, s.limit) >= Stripes.MIN_BUDGET * Stripes.COUNT) {
+				return CONTENDED; // S1: another caller took the tail meanwhile, and there are tokens to share out
+			}
+			// another caller won the tail: let it have the cache line for a while before trying again,
+			// longer after each loss (on 2 threads this triples the throughput of a bare retry)
+			for (int spin = 0; spin < backoff; spin++) {
+				Thread.onSpinWait();
+			}
+			backoff = Math.min(backoff << 1, MAX_BACKOFF_SPINS);
+		}
+	}
+
+	/**
+	 * I6: the state changed while a lock-free claim of {@code n} tokens took {@code ticket}; keeps the claim
+	 * only if it still holds ({@code covered}: its tokens are there), else gives it back.
+	 *
+	 * @return whether the claim stands
+	 */
+	abstract boolean recheck(long ticket, long n, boolean covered);
+
+	/**
+	 * Whether a refusal decided on {@code s} and the tail {@code tl} (read before {@code s}) holds: the tail,
+	 * then the state, read again and unchanged, so that at the instant the tail was read again the bucket was
+	 * {@code (s, tl)} (a state of rover mode is never published twice). A give-back can move the tail down without
+	 * a new state, and a new state can come between the two first reads.
+	 */
+	final boolean refusable(State s, long tl) {
+		return (long) TAIL.getVolatile(this) == tl && this.state == s;
+	}
+
+	/** Whether a ticket would read as one of the values {@link #tryFastClaim} returns instead of tickets. */
+	static boolean isSentinel(long ticket) {
+		return ticket < CONTENDED + 1; // NO_TICKET .. CONTENDED: the three lowest longs
+	}
+
+	/**
+	 * Claims {@code n} tokens at {@code now} under the lock, whatever it waits for: a full bucket first
+	 * wastes its excess and restarts its epoch (I2). A {@code charge} with capped release is held apart
+	 * from the ceiling for the tickets behind it (I7).
+	 *
+	 * @return the ticket
+	 */
+	final long claimLocked(long n, long now, boolean charge) {
+		State s = foldReached(now);
+		settleFull(s, now);
+		s = this.state;
+		long tl = (long) TAIL.getVolatile(this);
+		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
+		if (owed > MAX_COST || owed < -MAX_COST) {
+			throw new IllegalArgumentException("n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
+					+ of() + ": " + (owed - n) + " are owed already");
+		}
+		if (charge && this.cappedRelease) {
+			// published before the tail moves (I6); capped, nothing moves the tail outside the lock
+			this.state = s.withCharge(tl + n, n);
+		}
+		for (;;) {
+			if (TAIL.compareAndSet(this, tl, tl + n)) {
+				return tl + n;
+			}
+			tl = (long) TAIL.getVolatile(this);
+		}
+	}
+
+	/**
+	 * I2 under the lock: when the bucket is full at {@code now}, restarts the epoch there (unless the
+	 * head is a whole number and the quantum 1) and moves the tail to {@code head - limit}.
+	 *
+	 * @return whether the bucket was full
+	 */
+	final boolean settleFull(State s, long now) {
+		long head = s.headAt(now);
+		if (this.cappedRelease) {
+			// every capped call holds the lock: the head itself comes down to the limit, so that tickets
+			// waiting for the ceiling (holes among them) keep their places relative to it
+			long tl = (long) TAIL.getVolatile(this);
+			long effectiveTail = tl - s.credit(tl + 1);
+			if (head - effectiveTail - s.limit < 0) {
+				return false;
+			}
+			this.state = new State(s.rate, now, effectiveTail + s.limit, s.limit, s.holes, s.charges);
+			return true;
+		}
+		if (s.holes.length != 0 || head - (long) TAIL.getVolatile(this) - s.limit < 0) {
+			return false; // (holes: without capped release they mean that callers wait for time)
+		}
+		if (this.threshold != 1 || !s.rate.isWhole(now - s.start)) {
+			// (held, S4, the state stays held: it is written in place, S6)
+			s = s.held ? markerLocked(s, now, head, null) : new State(s.rate, now, head, s.limit, s.holes, s.charges);
+			this.state = s; // published before the tail moves (I6)
+		}
+		long floor = head - s.limit;
+		for (;;) {
+			long tl = (long) TAIL.getVolatile(this);
+			if (floor - tl <= 0 || TAIL.compareAndSet(this, tl, floor)) {
+				return true; // (or a fast-path claim moved it already)
+			}
+		}
+	}
+
+	/**
+	 * S6, under the lock: a state of striped mode with the rate and limit of {@code s} and the epoch
+	 * {@code (start, base)}, reused: the held one ({@code stripes == null}) or a striped one.
+	 */
+	abstract State markerLocked(State s, long start, long base, @Nullable Stripes stripes);
+
+	/**
+	 * Gives back a claim under the lock (I3): the tail moves back when it is the last claim, otherwise it
+	 * becomes a hole; then holes the head reached fold into the epoch.
+	 *
+	 * @return whether it became a hole, so that claims behind it moved up (W1); the last claim given back
+	 *         changes nothing for anyone
+	 */
+	final boolean giveBackLocked(long ticket, long n, long now) {
+		State s = this.state;
+		if (!TAIL.compareAndSet(this, ticket, ticket - n)) {
+			this.state = s.withHole(ticket, n);
+			foldReached(now);
+			return true;
+		}
+		else if (s.holes.length != 0) {
+			// holes now at the end of the line go too: nobody is behind them
+			long[] holes = s.holes;
+			int keep = holes.length;
+			long tl = ticket - n;
+			while (keep > 0 && holes[keep - 2] == tl) {
+				long size = holes[keep - 1];
+				if (!TAIL.compareAndSet(this, tl, tl - size)) {
+					break;
+				}
+				tl -= size;
+				keep -= 2;
+			}
+			if (keep != holes.length) {
+				this.state = s.withBase(s.base, Arrays.copyOf(holes, keep));
+			}
+		}
+		foldReached(now);
+		return false;
+	}
+
+	/**
+	 * I3 and I7 under the lock: holes whose claims ahead are all covered move into the epoch's base (and
+	 * the ceiling); capped charges whose claims ahead are all within the ceiling move into the ceiling;
+	 * nobody's coverage changes.
+	 *
+	 * @return the state in force after folding
+	 */
+	final State foldReached(long now) {
+		State s = this.state;
+		long[] holes = s.holes;
+		long[] charges = s.charges;
+		if (holes.length == 0 && charges.length == 0) {
+			return s;
+		}
+		int hole = 0;
+		int charge = 0;
+		long base = s.base;
+		long head = s.headAt(now);
+		long cap = this.ceil; // plus what folded so far
+		for (boolean moved = true; moved;) {
+			moved = false;
+			if (hole < holes.length) {
+				long before = holes[hole] - holes[hole + 1]; // the ticket of the claim just ahead of the hole
+				long folded = base - s.base;
+				if (before - (head + folded) <= 0
+						&& (!this.cappedRelease || before - credit(charges, charge, before + 1) - cap <= 0)) {
+					base += holes[hole + 1];
+					cap += holes[hole + 1];
+					hole += 2;
+					moved = true;
+				}
+			}
+			if (charge < charges.length) {
+				long before = charges[charge] - charges[charge + 1];
+				if (before - credit(holes, hole, before + 1) - cap <= 0) {
+					cap += charges[charge + 1];
+					charge += 2;
+					moved = true;
+				}
+			}
+		}
+		if (hole == 0 && charge == 0) {
+			return s;
+		}
+		s = new State(s.rate, s.start, base, s.limit, Arrays.copyOfRange(holes, hole, holes.length),
+				Arrays.copyOfRange(charges, charge, charges.length));
+		this.state = s;
+		if (this.cappedRelease) {
+			// after the state: a reader that reads the ceiling first and then the state never counts a
+			// hole or a charge twice (once as credit, once in the ceiling)
+			this.ceil = cap;
+		}
+		return s;
+	}
+
+	/**
+	 * Tokens missing for {@code ticket} at {@code now}: by rate, and with capped release by the ceiling
+	 * {@code cap}, read before {@code s} (see {@link #foldReached}).
+	 */
+	final long missing(long cap, State s, long ticket, long now) {
+		long effective = ticket - s.credit(ticket);
+		long missing = effective - s.dueAt(now);
+		if (this.cappedRelease) {
+			missing = Math.max(missing, effective - s.charged(ticket) - cap);
+		}
+		return Math.max(missing, 0);
+	}
+
+	/** Tokens the ceiling {@code cap} still lacks for {@code ticket} (capped release only). */
+	final long capMissing(long cap, State s, long ticket) {
+		return this.cappedRelease ? Math.max(0, ticket - s.credit(ticket) - s.charged(ticket) - cap) : 0;
+	}
+
+	/** Nanoseconds from {@code now} until the head reaches {@code ticket}, as the state stands. */
+	final long rateWait(State s, long ticket, long now) {
+		long effective = ticket - s.credit(ticket);
+		long need = effective - s.dueAt(now);
+		if (need <= 0) {
+			return 0;
+		}
+		long wait = s.nanosUntilDue(effective, now);
+		return Math.max(wait, 1);
+	}
+
+	/** Tokens of the {@code (ticket, tokens)} pairs from index {@code from} whose ticket is before {@code ticket}. */
+	static long credit(long[] pairs, int from, long ticket) {
+		long credit = 0;
+		for (int i = from; i < pairs.length; i += 2) {
+			if (pairs[i] - ticket >= 0) {
+				break;
+			}
+			credit += pairs[i + 1];
+		}
+		return credit;
+	}
+
+	final long quantized(long tokens) {
+		return (this.threshold == 1) ? tokens : tokens - tokens % this.threshold;
+	}
+
+	final long quantum(long tokens) {
+		if (this.threshold == 1) {
+			return tokens;
+		}
+		long rem = tokens % this.threshold;
+		return (rem == 0 || tokens > MAX_COST) ? tokens : tokens + this.threshold - rem;
+	}
+
+	String of() {
+		return (this.name != null) ? " '" + this.name + "'" : "";
+	}
+
+	/**
+	 * The epoch, the limit and the holes, replaced as a whole under the lock (I6), and immutable once
+	 * published except for the reused states of striped mode (S6):
+	 * {@code head(t) = base + floor((t - start) * rate)}.
+	 */
+	final class State {
+
+		final Rate rate;
+
+		/**
+		 * Written before the state is published; only the states of striped mode (a striped or held
+		 * {@link #marker}) are written again, under the lock, and only the lock's holder reads their epoch (S6).
+		 */
+		long start;
+
+		/** As {@link #start}. */
+		long base;
+
+		final long limit;
+
+		/** {@code (ticket, tokens)} pairs of claims given back with others behind them, in ticket order. */
+		final long[] holes;
+
+		/**
+		 * Capped release only: {@code (ticket, tokens)} pairs of charges not yet in the ceiling (I7), in
+		 * ticket order; a ticket behind one counts its tokens as within the ceiling, not as in flight.
+		 */
+		final long[] charges;
+
+		/** Striped mode (S1): the stripes; {@code null} in rover mode. */
+		final @Nullable Stripes stripes;
+
+		/** S4: a fold under the lock will stripe again: fast claims wait for it instead of taking the tail. */
+		final boolean held;
+
+		/**
+		 * Nothing in the way of {@code SharedTokenBucket.claimOnce}: rover mode, no holes or charges, not
+		 * capped, a threshold of 1, and no test hook that stripes eagerly (read when the state is made, so
+		 * that the fast path never reads the hook).
+		 */
+		final boolean plain;
+
+		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges) {
+			this(rate, start, base, limit, holes, charges, null, false);
+		}
+
+		State(Rate rate, long start, long base, long limit, long[] holes, long[] charges,
+				@Nullable Stripes stripes, boolean held) {
+			this.rate = rate;
+			this.start = start;
+			this.base = base;
+			this.limit = limit;
+			this.holes = holes;
+			this.charges = charges;
+			this.stripes = stripes;
+			this.held = held;
+			this.plain = stripes == null && !held && holes.length == 0 && charges.length == 0
+					&& !RoverBucket.this.cappedRelease && RoverBucket.this.threshold == 1
+					&& !RoverBucket.this.eager;
+		}
+
+		/**
+		 * Whether this is a state of striped mode, striped or held (S6), whose epoch only the lock's holder
+		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a reader
+		 * of a ticket's coverage outside the lock folds it first ({@code SharedTokenBucket.roverState}).
+		 */
+		boolean marker() {
+			return this.stripes != null || this.held;
+		}
+
+		/** Whole tokens made since the start of the epoch. */
+		long tokens(long now) {
+			return this.rate.tokensIn(now - this.start);
+		}
+
+		/** The head at {@code now}, every whole token counted. */
+		long headAt(long now) {
+			return this.base + tokens(now);
+		}
+
+		/** The head as tickets see it: whole quanta of the threshold only. */
+		long dueAt(long now) {
+			return this.base + quantized(tokens(now));
+		}
+
+		/** The head as a caller at the end of the line sees it: at most {@code limit} beyond the tail (I1). */
+		long visibleHead(long now, long tail) {
+			long head = headAt(now);
+			if (head - tail - this.limit >= 0) {
+				return tail + this.limit;
+			}
+			return this.base + quantized(head - this.base);
+		}
+
+		/** Nanoseconds from {@code now} until {@link #dueAt} reaches {@code target}. */
+		long nanosUntilDue(long target, long now) {
+			return this.rate.nanosUntil(quantum(target - this.base), now - this.start);
+		}
+
+		/** Tokens of the holes ahead of {@code ticket}. */
+		long credit(long ticket) {
+			return RoverBucket.credit(this.holes, 0, ticket);
+		}
+
+		/** Tokens of the charges ahead of {@code ticket} not yet in the ceiling (capped release only). */
+		long charged(long ticket) {
+			return RoverBucket.credit(this.charges, 0, ticket);
+		}
+
+		State withBase(long newBase, long[] newHoles) {
+			return new State(this.rate, this.start, newBase, this.limit, newHoles, this.charges);
+		}
+
+		State withCharge(long ticket, long n) {
+			long[] next = Arrays.copyOf(this.charges, this.charges.length + 2);
+			next[this.charges.length] = ticket; // the last claim: the charges stay in ticket order
+			next[this.charges.length + 1] = n;
+			return new State(this.rate, this.start, this.base, this.limit, this.holes, next);
+		}
+
+		State withHole(long ticket, long n) {
+			long[] holes = this.holes;
+			int at = 0;
+			while (at < holes.length && holes[at] - ticket < 0) {
+				at += 2;
+			}
+			long[] next = new long[holes.length + 2];
+			System.arraycopy(holes, 0, next, 0, at);
+			next[at] = ticket;
+			next[at + 1] = n;
+			System.arraycopy(holes, at, next, at + 2, holes.length - at);
+			return withBase(this.base, next);
+		}
+	}
+}
