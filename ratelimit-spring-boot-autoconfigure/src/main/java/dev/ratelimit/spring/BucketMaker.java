@@ -54,7 +54,9 @@ final class BucketMaker {
 			BucketDefinitions definitions = this.beanFactory.getBean(RateLimitBucketRegistrar.DEFINITIONS_BEAN_NAME,
 					BucketDefinitions.class);
 			StatsRecorder counts = this.beanFactory.getBean(BucketStatsFactory.class).create(name);
-			return new BucketStats(counts, definitions.mode(name), definitions.allShadow());
+			BucketStats stats = new BucketStats(counts, definitions.mode(name), definitions.allShadow());
+			stats.observeWith(this.beanFactory.getBeanProvider(WaitObserver.class).getIfAvailable(() -> WaitObserver.NONE));
+			return stats;
 		});
 	}
 

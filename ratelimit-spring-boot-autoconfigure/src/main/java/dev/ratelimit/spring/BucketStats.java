@@ -50,6 +50,9 @@ public final class BucketStats implements StatsRecorder {
 	/** The bucket's own mode as configured: the mode in force when the backend holds none. */
 	private final BucketMode configuredMode;
 
+	/** Told of the calls that wait or are refused ({@link WaitObserver#NONE} without observations). */
+	private volatile WaitObserver observer = WaitObserver.NONE;
+
 	/** Where a switch of the mode is stored for every instance, or {@code null}: this instance only. */
 	private volatile @Nullable Consumer<BucketMode> sharedModeStore;
 
@@ -65,6 +68,25 @@ public final class BucketStats implements StatsRecorder {
 		this.mode = mode;
 		this.configuredMode = mode;
 		this.allShadow = allShadow;
+	}
+
+	/**
+	 * The observer of this bucket's calls that wait or are refused.
+	 *
+	 * @return the observer, {@link WaitObserver#NONE} when nothing observes
+	 */
+	public WaitObserver observer() {
+		return this.observer;
+	}
+
+	/**
+	 * Sets the observer of this bucket's calls that wait or are refused (the starter's, when an
+	 * observation registry is there).
+	 *
+	 * @param observer the observer
+	 */
+	public void observeWith(WaitObserver observer) {
+		this.observer = observer;
 	}
 
 	/**

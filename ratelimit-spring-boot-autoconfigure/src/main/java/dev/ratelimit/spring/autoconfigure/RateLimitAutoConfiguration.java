@@ -4,7 +4,10 @@ import java.util.concurrent.Executor;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.spring.WaitObserver;
 import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
+import dev.ratelimit.spring.actuate.ObservationWaitObserver;
+import dev.ratelimit.spring.actuate.RateLimitObservationConvention;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.engine.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
@@ -24,6 +27,7 @@ import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RateLimitBucketRegistrar;
 import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.observation.ObservationRegistry;
 
 import org.springframework.beans.factory.BeanNotOfRequiredTypeException;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -93,6 +97,27 @@ public final class RateLimitAutoConfiguration {
 		BucketStatsFactory rateLimitBucketStatsFactory(ObjectProvider<MeterRegistry> meters) {
 			MicrometerBucketStatsFactory timed = new MicrometerBucketStatsFactory(meters::getObject);
 			return (bucket) -> (meters.getIfAvailable() != null) ? timed.create(bucket) : StatsRecorder.concurrent();
+		}
+	}
+
+	/**
+	 * With Micrometer's observation API on the class path and an {@code ObservationRegistry} that records,
+	 * calls that wait or are refused make a {@code ratelimit.acquire} observation; without one, buckets
+	 * observe nothing and pay nothing.
+	 */
+	@Configuration(proxyBeanMethods = false)
+	@ConditionalOnClass(name = "io.micrometer.observation.ObservationRegistry")
+	static class ObservationConfiguration {
+
+		@Bean
+		@ConditionalOnMissingBean
+		WaitObserver rateLimitWaitObserver(ObjectProvider<ObservationRegistry> registry,
+				ObjectProvider<RateLimitObservationConvention> convention) {
+			ObservationRegistry observations = registry.getIfAvailable();
+			if (observations == null || observations.isNoop()) {
+				return WaitObserver.NONE;
+			}
+			return new ObservationWaitObserver(observations, convention.getIfAvailable());
 		}
 	}
 

@@ -2,7 +2,6 @@ package dev.ratelimit.spring.engine;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.locks.LockSupport;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -272,19 +271,7 @@ final class Call implements Reservation, Permit {
 	 * @throws InterruptedException when interrupted; every claim is given back, the flag stays set
 	 */
 	Permit await() throws InterruptedException {
-		Thread thread = Thread.currentThread();
-		onWake(() -> LockSupport.unpark(thread));
-		for (;;) {
-			if (thread.isInterrupted()) {
-				cancel();
-				throw new InterruptedException("Interrupted while waiting for the tokens of " + this);
-			}
-			long delay = poll();
-			if (delay == 0) {
-				return permit();
-			}
-			LockSupport.parkNanos(this, delay);
-		}
+		return ObservedReservation.await(this, this);
 	}
 
 	/** Closes every bucket's permit, once. */

@@ -10,6 +10,7 @@ import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.WaitObserver;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -221,7 +222,7 @@ public final class Limit {
 				reservation = reserve(tokens, k, noted, held, at);
 			}
 			catch (RateLimitExceededException ex) {
-				this.stats.refused();
+				shadowRefused(ex);
 				return null;
 			}
 			long delay;
@@ -229,7 +230,7 @@ public final class Limit {
 				delay = reservation.poll();
 			}
 			catch (RateLimitExceededException ex) {
-				this.stats.refused();
+				shadowRefused(ex);
 				return null;
 			}
 			if (delay == 0) {
@@ -243,6 +244,12 @@ public final class Limit {
 		finally {
 			BucketStats.defer(deferred);
 		}
+	}
+
+	/** A shadow bucket would have refused: counted, and observed (the call does not wait). */
+	private void shadowRefused(RateLimitExceededException refusal) {
+		this.stats.refused();
+		this.stats.observer().started(this.bucket).ended(WaitObserver.SHADOW_REJECTED, this.bucket, refusal);
 	}
 
 	/**

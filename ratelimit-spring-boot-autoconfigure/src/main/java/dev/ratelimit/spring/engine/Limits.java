@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.engine;
 
 import java.time.Duration;
+import java.util.function.Supplier;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -9,6 +10,7 @@ import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
+import dev.ratelimit.spring.WaitObserver;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -51,6 +53,15 @@ public final class Limits {
 	/** Whether every bucket lives in this JVM (taking from it costs no round trip). */
 	private final boolean local;
 
+	/** Told of the calls that wait or are refused; {@link WaitObserver#NONE} (the usual case) costs nothing. */
+	private final WaitObserver observer;
+
+	/** Whether calls that wait are observed. */
+	private final boolean observed;
+
+	/** The buckets' names, as observations name them ({@code ,} between several). */
+	private final String names;
+
 	private Limits(Limit[] limits) {
 		this.limits = limits.clone();
 		boolean completes = false;
@@ -66,6 +77,13 @@ public final class Limits {
 		this.optimistic = this.single == null && local;
 		this.keyed = keyed;
 		this.local = local;
+		this.observer = limits[0].stats.observer();
+		this.observed = this.observer != WaitObserver.NONE;
+		StringBuilder names = new StringBuilder();
+		for (Limit limit : limits) {
+			names.append((names.length() > 0) ? "," : "").append(limit.bucket);
+		}
+		this.names = names.toString();
 	}
 
 	/**
@@ -161,7 +179,10 @@ public final class Limits {
 	 */
 	public Reservation reserve(long tokens, @Nullable Object key) {
 		Limit one = this.single;
-		return (one != null) ? reserveOne(one, tokens, key) : claim(new long[] { tokens }, new Object[] { key });
+		if (!this.observed) {
+			return (one != null) ? reserveOne(one, tokens, key) : claim(new long[] { tokens }, new Object[] { key });
+		}
+		return reserve(new long[] { tokens }, new Object[] { key });
 	}
 
 	/**
@@ -174,7 +195,10 @@ public final class Limits {
 	 */
 	public Reservation reserve(long[] tokens, @Nullable Object[] keys) {
 		Limit one = this.single;
-		return (one != null) ? reserveOne(one, tokens[0], keys[0]) : claim(tokens, keys);
+		if (!this.observed) {
+			return (one != null) ? reserveOne(one, tokens[0], keys[0]) : claim(tokens, keys);
+		}
+		return observe(() -> (one != null) ? reserveOne(one, tokens[0], keys[0]) : claim(tokens, keys));
 	}
 
 	/**
@@ -216,12 +240,34 @@ public final class Limits {
 	}
 
 	/** The single-bucket path: the limiter's own acquire, or the shadow decision. */
-	private static Permit acquireOne(Limit one, long tokens, @Nullable Object key) throws InterruptedException {
+	private Permit acquireOne(Limit one, long tokens, @Nullable Object key) throws InterruptedException {
 		if (one.stats.isShadow()) {
 			Permit permit = one.shadow(tokens, key, null, null, 0);
 			return (permit != null) ? permit : Permit.noop();
 		}
-		return one.acquire(tokens, key);
+		if (!this.observed) {
+			return one.acquire(tokens, key);
+		}
+		if (one.local) {
+			// what is there now is taken as without an observer (a refusal here is not counted: the claim decides)
+			boolean deferred = BucketStats.defer(true);
+			try {
+				return one.acquire(tokens, key, Duration.ZERO, null, null, 0, true);
+			}
+			catch (RateLimitExceededException ex) {
+				// not there now: claimed below, and observed if it waits
+			}
+			finally {
+				BucketStats.defer(deferred);
+			}
+		}
+		Reservation reservation = observe(() -> reserveOne(one, tokens, key));
+		return awaitObserved(reservation);
+	}
+
+	/** The blocking wait of an observed claim (made by {@link #reserve}, which observes a refusal at the claim). */
+	private Permit awaitObserved(Reservation reservation) throws InterruptedException {
+		return ObservedReservation.await(reservation, this.names);
 	}
 
 	/** The general path: the first try when it may succeed, else claim from every bucket and wait. */
@@ -232,7 +278,21 @@ public final class Limits {
 				return permit;
 			}
 		}
-		return claim(tokens, keys).await();
+		if (!this.observed) {
+			return claim(tokens, keys).await();
+		}
+		return awaitObserved(observe(() -> claim(tokens, keys)));
+	}
+
+	/** Makes a claim, observed when an observer is there: its wait, and a refusal at once. */
+	private Reservation observe(Supplier<Reservation> claim) {
+		try {
+			return new ObservedReservation(claim.get(), this.observer, this.names);
+		}
+		catch (RateLimitExceededException ex) {
+			ObservedReservation.refusedAtOnce(this.observer, this.names, ex);
+			throw ex;
+		}
 	}
 
 	/**
