@@ -161,7 +161,7 @@ public final class CalendarQuota implements RateLimiter {
 		this.name = builder.name;
 		this.clock = builder.clock;
 		this.stats = builder.stats;
-		long now = this.clock.instant().getEpochSecond();
+		long now = nowSecond();
 		this.originSecond = now;
 		this.period = this.calendar.periodOfSecond(now);
 	}
@@ -189,7 +189,7 @@ public final class CalendarQuota implements RateLimiter {
 			this.stats.recordGranted(0);
 			return true;
 		}
-		long second = this.clock.instant().getEpochSecond();
+		long second = nowSecond();
 		boolean granted;
 		this.lock.lock();
 		try {
@@ -283,7 +283,7 @@ public final class CalendarQuota implements RateLimiter {
 		if (checkedAmount(n) == 0) {
 			return;
 		}
-		long second = this.clock.instant().getEpochSecond();
+		long second = nowSecond();
 		this.lock.lock();
 		try {
 			advance(second);
@@ -311,7 +311,7 @@ public final class CalendarQuota implements RateLimiter {
 		if (checkedAmount(n) == 0) {
 			return;
 		}
-		long second = this.clock.instant().getEpochSecond();
+		long second = nowSecond();
 		this.lock.lock();
 		try {
 			advance(second);
@@ -390,7 +390,7 @@ public final class CalendarQuota implements RateLimiter {
 	@Override
 	public void updateLimit(long limit) {
 		checkedLimit(limit);
-		long second = this.clock.instant().getEpochSecond();
+		long second = nowSecond();
 		this.lock.lock();
 		try {
 			advance(second);
@@ -429,7 +429,7 @@ public final class CalendarQuota implements RateLimiter {
 	 * @return the period
 	 */
 	public QuotaCalendar.Period currentPeriod() {
-		long second = this.clock.instant().getEpochSecond();
+		long second = nowSecond();
 		this.lock.lock();
 		try {
 			advance(second);
@@ -556,6 +556,14 @@ public final class CalendarQuota implements RateLimiter {
 		}
 	}
 
+	/**
+	 * The wall clock's epoch second, from its milliseconds (no {@code Instant} on the try path): boundaries
+	 * are whole seconds, so the second decides which period an instant is in.
+	 */
+	private long nowSecond() {
+		return Math.floorDiv(this.clock.millis(), 1000L);
+	}
+
 	/** The reservations' clock: nanoseconds since {@link #originSecond}, from the wall clock; saturated. */
 	private long nanoTime() {
 		Instant now = this.clock.instant();
@@ -673,7 +681,7 @@ public final class CalendarQuota implements RateLimiter {
 			if (tokens() == 0) {
 				return;
 			}
-			long second = CalendarQuota.this.clock.instant().getEpochSecond();
+			long second = nowSecond();
 			CalendarQuota.this.lock.lock();
 			try {
 				advance(second);
