@@ -337,8 +337,11 @@ public final class CalendarQuota implements RateLimiter {
 	 *
 	 * <p>For a quota: {@code rate} is its limit and {@code period} the length of the running calendar
 	 * period (a day of 23 hours is {@code PT23H}); {@code available} the tokens left in it (0 while
-	 * callers wait); {@code deficiency} what the callers in line claim plus what the quota owes; and
-	 * {@code untilFull} the time until the boundary from which the whole limit is there again.
+	 * callers wait); {@code deficiency} what the callers in line claim plus what the quota owes;
+	 * {@code untilFull} the time until the boundary from which the whole limit is there again (zero when it
+	 * is now); {@code resetsAt} the next boundary, the end of the running period, and {@code untilReset} the
+	 * time until it (with a wall clock set back, counted from the clock's instant to the end of the highest
+	 * period seen).
 	 */
 	@Override
 	public RateLimiterSnapshot snapshot() {
@@ -357,9 +360,10 @@ public final class CalendarQuota implements RateLimiter {
 			long owed = claimed + this.queuedCharges + Math.max(0, this.used - limit);
 			long untilFull = (this.queue.isEmpty() && this.used == 0) ? 0
 					: nanosUntil(boundaryWhen(-1, 0), nowNanos);
+			long untilReset = nanosUntil(this.period.endSecond, nowNanos);
 			return new RateLimiterSnapshot(limit, this.period.length(), limit, false, available, owed,
 					this.waitingCallers.get(), 0, this.stats.granted(), this.stats.rejected(), null, Duration.ZERO,
-					Duration.ofNanos(untilFull));
+					Duration.ofNanos(untilFull), this.period.end(), Duration.ofNanos(untilReset));
 		}
 		finally {
 			this.lock.unlock();

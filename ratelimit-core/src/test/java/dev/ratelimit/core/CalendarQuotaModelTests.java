@@ -730,6 +730,8 @@ class CalendarQuotaModelTests {
 			assertEqual("deficiency", (long) s.deficiency(), owed);
 			assertEqual("waiting", s.waiting(), this.ref.waiting);
 			assertEqual("untilFull", s.untilFull().toNanos(), untilFull);
+			assertEqual("resetsAt", s.resetsAt().getEpochSecond(), this.ref.end);
+			assertEqual("untilReset", s.untilReset().toNanos(), this.ref.nanosUntil(this.ref.end, now));
 			assertEqual("limit", (long) s.limit(), this.ref.limit);
 			assertEqual("rate", s.rate(), this.ref.limit);
 			assertEqual("period", s.period().getSeconds(), this.ref.end - this.ref.start);

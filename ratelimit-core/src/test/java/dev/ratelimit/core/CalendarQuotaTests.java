@@ -78,6 +78,8 @@ class CalendarQuotaTests {
 		clock.set(next.minusNanos(1));
 		assertThat(quota.tryAcquire()).isFalse();
 		assertThat(granted).isEqualTo(1000);
+		assertThat(quota.snapshot().resetsAt()).isEqualTo(next);
+		assertThat(quota.snapshot().untilReset()).isEqualTo(Duration.ofNanos(1));
 		assertThat(quota.currentPeriod().start()).isEqualTo(midnight);
 		assertThat(quota.currentPeriod().length()).isEqualTo(Duration.ofHours(hours));
 		assertThat(quota.snapshot().period()).isEqualTo(Duration.ofHours(hours));
