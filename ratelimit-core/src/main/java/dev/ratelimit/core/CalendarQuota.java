@@ -63,7 +63,8 @@ public final class CalendarQuota implements RateLimiter {
 	 *      lifts used above limit, so the tokens granted while a period is the current one are at most
 	 *      limit plus what refunds gave back in it. (CalendarQuotaModelTests: every grant and the total
 	 *      per period against the reference; CalendarQuotaTests: 1,000 per day between two midnights of
-	 *      23 and of 25 hours, a month quota in February of a leap year.)
+	 *      23 and of 25 hours, a month quota in February of a leap year; CalendarQuotaConcurrencyTests:
+	 *      racing callers get exactly the limit of each day.)
 	 *  Q2. Full at every boundary, nothing carried over: moving from period k to period k' sets used to
 	 *      max(0, used - limit * (k' - k)): unused tokens are gone, and a debt is paid by one allowance
 	 *      per calendar period that began (an empty period, whose local times a zone skipped, counts: it
