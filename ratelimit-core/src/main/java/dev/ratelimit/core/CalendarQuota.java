@@ -106,7 +106,7 @@ public final class CalendarQuota implements RateLimiter {
 	 */
 
 	/** The largest limit, as the largest claim of the other limiters: 2^50 tokens. */
-	static final long MAX_LIMIT = SharedTokenBucket.MAX_COST;
+	public static final long MAX_LIMIT = SharedTokenBucket.MAX_COST;
 
 	/** The most a quota may owe in all (used plus queued charges): sums stay exact. */
 	static final long MAX_OWED = 1L << 62;

@@ -247,6 +247,16 @@ public final class QuotaCalendar {
 		}
 
 		/**
+		 * The unit's nominal length, as {@link ChronoUnit#getDuration()} estimates it (a month is a twelfth
+		 * of a mean Gregorian year): for showing a period without an instant, never for boundaries.
+		 *
+		 * @return the nominal length
+		 */
+		public Duration nominalLength() {
+			return this.chronoUnit.getDuration();
+		}
+
+		/**
 		 * The unit named as in the configuration: {@code minute}, {@code hour}, {@code day}, {@code week},
 		 * {@code month} or {@code year}, in any case.
 		 *
