@@ -12,7 +12,7 @@ import com.giffing.bucket4j.spring.boot.starter.context.RateLimiting;
 import dev.ratelimit.annotation.RateLimited;
 import javax.cache.configuration.MutableConfiguration;
 import dev.ratelimit.spring.KeyedBuckets;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import io.github.bucket4j.Bandwidth;
 import io.github.bucket4j.Bucket;

@@ -3,7 +3,7 @@ package dev.ratelimit.benchmarks;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import jakarta.servlet.Filter;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;

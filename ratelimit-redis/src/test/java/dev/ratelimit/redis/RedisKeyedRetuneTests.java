@@ -9,7 +9,7 @@ import java.util.concurrent.atomic.AtomicReference;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.KeyedBuckets;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import io.lettuce.core.ScriptOutputType;

@@ -9,12 +9,29 @@ import java.util.function.Function;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 
+import org.springframework.beans.factory.ListableBeanFactory;
+
 /**
  * The registry of the configured buckets, each with the limiter bean named after it.
  */
-final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
+public final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
 
 	private final Map<String, ConfiguredBucket> buckets;
+
+	/**
+	 * The registry of the auto-configuration: each bucket's limiter is its bean, its statistics made by
+	 * the starter's bucket maker.
+	 *
+	 * @param definitions the checked buckets
+	 * @param limiters each bucket's limiter bean, by name
+	 * @param beanFactory where the bucket maker is found
+	 * @return the registry
+	 */
+	public static DefaultRateLimiterRegistry of(BucketDefinitions definitions,
+			Function<String, dev.ratelimit.core.RateLimiter> limiters, ListableBeanFactory beanFactory) {
+		return new DefaultRateLimiterRegistry(definitions, limiters,
+				beanFactory.getBeanProvider(BucketMaker.class).getIfAvailable());
+	}
 
 	DefaultRateLimiterRegistry(BucketDefinitions definitions, Function<String, dev.ratelimit.core.RateLimiter> limiters) {
 		this(definitions, limiters, null);

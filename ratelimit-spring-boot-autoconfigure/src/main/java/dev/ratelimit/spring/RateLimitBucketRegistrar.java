@@ -23,7 +23,7 @@ import org.springframework.core.env.Environment;
  * bean of that name itself; and the auto-proxy creator that applies the {@code @RateLimited} advisor.
  * The buckets are checked here, so an invalid configuration fails start-up before any bean is made.
  */
-final class RateLimitBucketRegistrar
+public final class RateLimitBucketRegistrar
 		implements BeanDefinitionRegistryPostProcessor, EnvironmentAware, BeanFactoryAware {
 
 	static final String DEFINITIONS_BEAN_NAME = "rateLimitBucketDefinitions";

@@ -10,6 +10,7 @@ import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;

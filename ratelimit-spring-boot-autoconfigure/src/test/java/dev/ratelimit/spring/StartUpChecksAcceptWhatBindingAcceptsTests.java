@@ -4,6 +4,7 @@ import java.util.List;
 import java.util.Map;
 
 import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;

@@ -1,5 +1,6 @@
 package dev.ratelimit.spring;
 
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;

@@ -20,7 +20,7 @@ import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
  * arguments it declares, so without this {@code {"rate": 250, "limt": 40}} changed the rate and
  * silently dropped the misspelt limit.
  */
-final class RetuneFields implements OperationInvokerAdvisor {
+public final class RetuneFields implements OperationInvokerAdvisor {
 
 	private static final EndpointId ENDPOINT = EndpointId.of("ratelimits");
 

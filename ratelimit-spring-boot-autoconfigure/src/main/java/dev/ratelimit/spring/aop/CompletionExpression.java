@@ -93,12 +93,12 @@ final class CompletionExpression {
 		Object value = value(invocation, result, exception);
 		if (value instanceof Number number) {
 			long tokens = number.longValue();
-			if (tokens >= 0 && number.doubleValue() == tokens) {
+			if (tokens >= 0 && number.doubleValue() == tokens && tokens <= CostExpression.MAX_TOKENS) {
 				return tokens;
 			}
 		}
 		if (value != FAILED) {
-			failed("gave " + value + "; expected a whole number >= 0", null);
+			failed("gave " + value + "; expected a whole number from 0 to 2^50 (" + CostExpression.MAX_TOKENS + ")", null);
 		}
 		return -1;
 	}
@@ -118,6 +118,14 @@ final class CompletionExpression {
 			failed("failed: " + ex.getMessage(), ex);
 			return FAILED;
 		}
+	}
+
+	/**
+	 * {@code settle}: the bucket could not take the real cost (more than 2^50 tokens would be in line):
+	 * reported as a failure of the expression, the call's cost standing.
+	 */
+	void unpaid(long real, RuntimeException failure) {
+		failed("gave " + real + ", which the bucket cannot charge (" + failure.getMessage() + ")", failure);
 	}
 
 	private void failed(String what, @Nullable Throwable cause) {

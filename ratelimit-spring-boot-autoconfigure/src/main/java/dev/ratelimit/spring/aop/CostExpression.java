@@ -22,35 +22,34 @@ abstract class CostExpression {
 
 	private static final ParameterNameDiscoverer NAMES = new DefaultParameterNameDiscoverer();
 
-	abstract long evaluate(MethodInvocation invocation);
+	/** The largest claim a bucket takes (contract revision 3). */
+	static final long MAX_TOKENS = 1L << 50;
 
-	/**
-	 * A fixed cost.
-	 *
-	 * @param tokens the tokens, {@code >= 0}
-	 * @return the cost
-	 */
-	static CostExpression constant(long tokens) {
-		return new Constant(tokens);
-	}
+	abstract long evaluate(MethodInvocation invocation);
 
 	/**
 	 * Parses a cost.
 	 *
 	 * @param cost the annotation's cost
-	 * @param where the annotation, for messages
+	 * @param where the annotation and its bucket, for messages
 	 * @return the cost expression
-	 * @throws IllegalArgumentException when it is a negative number or does not parse
+	 * @throws IllegalArgumentException when it is a negative number, too large, or does not parse
 	 */
 	static CostExpression parse(String cost, String where) {
 		String trimmed = cost.trim();
 		if (trimmed.matches("[0-9]+")) {
+			long tokens;
 			try {
-				return new Constant(Long.parseLong(trimmed));
+				tokens = Long.parseLong(trimmed);
 			}
 			catch (NumberFormatException ex) {
-				throw new IllegalArgumentException("cost '" + cost + "' of " + where + " is too large", ex);
+				tokens = Long.MAX_VALUE;
 			}
+			if (tokens > MAX_TOKENS) {
+				throw new IllegalArgumentException("cost '" + cost + "' of " + where
+						+ " is too large; expected a whole number from 0 to 2^50 (" + MAX_TOKENS + ")");
+			}
+			return new Constant(tokens);
 		}
 		if (trimmed.matches("-[0-9]+")) {
 			throw new IllegalArgumentException(
@@ -98,16 +97,23 @@ abstract class CostExpression {
 			Method method = invocation.getMethod();
 			MethodBasedEvaluationContext context = new MethodBasedEvaluationContext(TypedValue.NULL, method,
 					invocation.getArguments(), NAMES);
-			Object value = this.expression.getValue(context);
+			Object value;
+			try {
+				value = this.expression.getValue(context);
+			}
+			catch (RuntimeException ex) {
+				throw new IllegalArgumentException("cost '" + this.source + "' of " + this.where + " failed: "
+						+ ex.getMessage() + "; the method did not run", ex);
+			}
 			if (value instanceof Number number) {
 				double d = number.doubleValue();
 				long tokens = number.longValue();
-				if (tokens >= 0 && d == tokens) {
+				if (tokens >= 0 && d == tokens && tokens <= MAX_TOKENS) {
 					return tokens;
 				}
 			}
 			throw new IllegalArgumentException("cost '" + this.source + "' of " + this.where + " evaluated to " + value
-					+ "; expected a whole number >= 0");
+					+ "; expected a whole number from 0 to 2^50 (" + MAX_TOKENS + "); the method did not run");
 		}
 	}
 }

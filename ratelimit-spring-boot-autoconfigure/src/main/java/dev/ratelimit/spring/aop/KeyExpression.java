@@ -47,10 +47,18 @@ final class KeyExpression {
 	 * @param invocation the call
 	 * @param bucket the bucket, for the message
 	 * @return the key, never {@code null}
-	 * @throws IllegalArgumentException when the key is {@code null}
+	 * @throws IllegalArgumentException when the key is {@code null} or its expression fails, naming the bucket
+	 *         and the expression
 	 */
 	Object evaluate(MethodInvocation invocation, String bucket) {
-		Object key = value(invocation);
+		Object key;
+		try {
+			key = value(invocation);
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("The key '" + this.source + "' of bucket '" + bucket + "' failed for this"
+					+ " call of " + this.where + ": " + ex.getMessage() + "; the method did not run", ex);
+		}
 		if (key == null) {
 			throw new IllegalArgumentException("The key '" + this.source + "' of bucket '" + bucket + "' is null for this"
 					+ " call of " + this.where + ": a call needs a key to be limited per key");

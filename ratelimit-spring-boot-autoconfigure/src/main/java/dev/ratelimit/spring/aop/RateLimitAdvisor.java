@@ -114,7 +114,7 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 			if (annotations.isEmpty()) {
 				return false;
 			}
-			String where = Limit.where(method, targetClass);
+			String where = AnnotatedLimit.where(method, targetClass);
 			BucketDefinitions definitions = this.definitions.get();
 			Set<String> names = definitions.names();
 			for (RateLimited annotation : annotations) {

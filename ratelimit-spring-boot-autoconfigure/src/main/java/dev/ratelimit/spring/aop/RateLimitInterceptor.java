@@ -10,6 +10,8 @@ import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.engine.GrantObserver;
+import dev.ratelimit.spring.engine.RateLimitExecutors;
 
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;

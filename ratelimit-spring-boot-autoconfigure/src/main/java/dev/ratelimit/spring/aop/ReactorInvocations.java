@@ -3,7 +3,9 @@ package dev.ratelimit.spring.aop;
 import java.util.function.Supplier;
 
 import dev.ratelimit.core.Permit;
-import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.spring.engine.GrantObserver;
+import dev.ratelimit.spring.engine.ReactivePermits;
+import dev.ratelimit.spring.engine.RefusalSignal;
 
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
@@ -26,28 +28,35 @@ final class ReactorInvocations {
 
 	static Mono<Object> mono(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
 		Supplier<Publisher<Object>> proceed = proceeding(invocation);
-		Mono<Object> limited = Mono.usingWhen(permit(plan, invocation, observer), (permit) -> {
-			Mono<Object> call = Mono.from(proceed.get());
-			return (permit instanceof Call completing) ? call.doOnNext((value) -> completing.result = value) : call;
-		}, (permit) -> complete(plan, invocation, permit, null), (permit, failure) -> complete(plan, invocation, permit,
-				failure), ReactorInvocations::release);
+		Mono<Object> limited = plan.completes ? Mono.defer(() -> {
+			// the value the Mono completed with, for #result: one holder per subscription, written by onNext
+			// and read at completion, which comes after it (the signals are serialized)
+			Object[] result = new Object[1];
+			return Mono.usingWhen(permit(plan, invocation, observer),
+					(permit) -> Mono.from(proceed.get()).doOnNext((value) -> result[0] = value),
+					(permit) -> complete(plan, invocation, permit, result[0], null),
+					(permit, failure) -> complete(plan, invocation, permit, result[0], failure),
+					ReactorInvocations::release);
+		}) : Mono.usingWhen(permit(plan, invocation, observer), (permit) -> Mono.from(proceed.get()),
+				ReactorInvocations::release, (permit, failure) -> release(permit), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
-				: limited.onErrorResume(Refused.class, (refused) -> Mono.from(fallback(plan, invocation, refused)));
+				: limited.onErrorResume(RefusalSignal.class, (refused) -> Mono.from(fallback(plan, invocation, refused)));
 	}
 
 	static Flux<Object> flux(InvocationPlan plan, MethodInvocation invocation, @Nullable GrantObserver observer) {
 		Supplier<Publisher<Object>> proceed = proceeding(invocation);
 		Flux<Object> limited = Flux.usingWhen(permit(plan, invocation, observer), (permit) -> proceed.get(),
-				(permit) -> complete(plan, invocation, permit, null),
-				(permit, failure) -> complete(plan, invocation, permit, failure), ReactorInvocations::release);
+				(permit) -> complete(plan, invocation, permit, null, null),
+				(permit, failure) -> complete(plan, invocation, permit, null, failure), ReactorInvocations::release);
 		return (plan.fallback == null) ? limited
-				: limited.onErrorResume(Refused.class, (refused) -> fallback(plan, invocation, refused));
+				: limited.onErrorResume(RefusalSignal.class, (refused) -> fallback(plan, invocation, refused));
 	}
 
 	@SuppressWarnings("unchecked")
-	private static Publisher<Object> fallback(InvocationPlan plan, MethodInvocation invocation, Refused refused) {
+	private static Publisher<Object> fallback(InvocationPlan plan, MethodInvocation invocation,
+			RefusalSignal refused) {
 		try {
-			Object returned = plan.fallback.invoke(invocation, refused.refusal);
+			Object returned = plan.fallback.invoke(invocation, refused.refusal());
 			return (returned != null) ? (Publisher<Object>) returned : Mono.empty();
 		}
 		catch (Throwable ex) {
@@ -55,24 +64,8 @@ final class ReactorInvocations {
 		}
 	}
 
-	/**
-	 * A refusal on its way to the fallback: a type of its own, so that the method's own errors (a
-	 * refusal from a call it makes included) never reach the fallback.
-	 */
-	private static final class Refused extends RuntimeException {
-
-		private static final long serialVersionUID = 1L;
-
-		final transient RateLimitExceededException refusal;
-
-		Refused(RateLimitExceededException refusal) {
-			super(refusal.getMessage(), refusal, false, false);
-			this.refusal = refusal;
-		}
-	}
-
 	private static Throwable refusal(InvocationPlan plan, RuntimeException ex) {
-		return (plan.fallback != null && ex instanceof RateLimitExceededException refusal) ? new Refused(refusal) : ex;
+		return (plan.fallback != null) ? RefusalSignal.of(ex) : ex;
 	}
 
 	/** Cancelled: the release only (a cancelled call has no outcome for refundIf or settle to judge). */
@@ -85,10 +78,10 @@ final class ReactorInvocations {
 	 * value, {@code null} for a {@code Flux}), then the release.
 	 */
 	private static Mono<Void> complete(InvocationPlan plan, MethodInvocation invocation, Permit permit,
-			Throwable failure) {
+			@Nullable Object result, @Nullable Throwable failure) {
 		return Mono.fromRunnable(() -> {
 			try {
-				plan.completed(permit, invocation, (permit instanceof Call call) ? call.result : null, failure);
+				plan.completed(permit, invocation, result, failure);
 			}
 			finally {
 				permit.close();

@@ -10,8 +10,8 @@ import java.util.regex.Pattern;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
-import dev.ratelimit.spring.aop.KeyedBucketExceeded;
-import dev.ratelimit.spring.aop.RequestLimits;
+import dev.ratelimit.spring.engine.KeyedBucketExceeded;
+
 import org.jspecify.annotations.Nullable;
 
 /**

@@ -8,8 +8,9 @@ import java.security.Principal;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.WebHeaders;
-import dev.ratelimit.spring.aop.ReactivePermits;
-import dev.ratelimit.spring.aop.RequestLimits;
+import dev.ratelimit.spring.engine.ReactivePermits;
+import dev.ratelimit.spring.engine.RefusalSignal;
+
 import org.jspecify.annotations.Nullable;
 import reactor.core.publisher.Mono;
 
@@ -109,7 +110,7 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 			}
 			return chain.filter(exchange);
 		}, RateLimitWebFilter::release, (permit, failure) -> release(permit), RateLimitWebFilter::release);
-		return limited.onErrorResume(Refused.class, (refused) -> refuse(exchange, refused.refusal, limits, keys));
+		return limited.onErrorResume(RefusalSignal.class, (refused) -> refuse(exchange, refused.refusal(), limits, keys));
 	}
 
 	private static Mono<Void> release(Permit permit) {
@@ -130,25 +131,8 @@ public class RateLimitWebFilter implements WebFilter, Ordered {
 		return response.writeWith(Mono.just(buffer));
 	}
 
-	/** A refusal on its way to the 429: a type of its own, so that errors downstream never become one. */
-	private static final class Refused extends RuntimeException {
-
-		private static final long serialVersionUID = 1L;
-
-		final transient RateLimitExceededException refusal;
-
-		Refused(RateLimitExceededException refusal) {
-			super(refusal.getMessage(), refusal, false, false);
-			this.refusal = refusal;
-		}
-	}
-
-	private static Throwable refusal(RuntimeException ex) {
-		return (ex instanceof RateLimitExceededException refused) ? new Refused(refused) : ex;
-	}
-
 	private static Mono<Permit> permit(RequestLimits limits, @Nullable Object[] keys) {
-		return ReactivePermits.permit(() -> limits.reserve(keys), RateLimitWebFilter::refusal);
+		return ReactivePermits.permit(() -> limits.reserve(keys), RefusalSignal::of);
 	}
 
 	/** A reactive request, as keys see it. */

@@ -1,7 +1,7 @@
 package dev.ratelimit.spring.web;
 
 import dev.ratelimit.core.RateLimiterSnapshot;
-import dev.ratelimit.spring.aop.GrantObserver;
+import dev.ratelimit.spring.engine.GrantObserver;
 import org.jspecify.annotations.Nullable;
 import reactor.util.context.ContextView;
 

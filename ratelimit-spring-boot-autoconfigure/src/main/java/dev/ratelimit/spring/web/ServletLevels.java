@@ -1,7 +1,7 @@
 package dev.ratelimit.spring.web;
 
 import dev.ratelimit.core.RateLimiterSnapshot;
-import dev.ratelimit.spring.aop.GrantObserver;
+import dev.ratelimit.spring.engine.GrantObserver;
 import jakarta.servlet.http.HttpServletResponse;
 import org.jspecify.annotations.Nullable;
 

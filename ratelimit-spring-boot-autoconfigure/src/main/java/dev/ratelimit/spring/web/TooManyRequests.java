@@ -9,8 +9,8 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.WebHeaders;
-import dev.ratelimit.spring.aop.KeyedBucketExceeded;
-import dev.ratelimit.spring.aop.SeveralBucketsExceeded;
+import dev.ratelimit.spring.engine.KeyedBucketExceeded;
+import dev.ratelimit.spring.engine.SeveralBucketsExceeded;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.http.HttpHeaders;

@@ -18,7 +18,7 @@ import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
-import dev.ratelimit.spring.aop.RequestLimits;
+
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.expression.Expression;
@@ -241,12 +241,29 @@ public final class WebRules {
 
 	private static Compiled compile(int index, RateLimitProperties.Rule rule, BucketDefinitions definitions) {
 		String prefix = "ratelimit.web.rules[" + index + "].";
-		if (rule.getPaths() == null || rule.getPaths().isEmpty()) {
+		PathPattern[] paths = paths(prefix, rule.getPaths());
+		Set<String> methods = methods(prefix, rule.getMethods());
+		String bucket = bucket(prefix, rule.getBucket(), definitions);
+		if (rule.getCost() < 0) {
+			throw invalid(prefix + "cost", "is " + rule.getCost(), "Set a whole number >= 0 (default 1).");
+		}
+		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
+		KeyKind kind = keyKind(prefix, key);
+		if (kind != KeyKind.NONE) {
+			BucketDefinitions.checkUsableWithKey(definitions.get(bucket), prefix.substring(0, prefix.length() - 1));
+		}
+		String header = (kind == KeyKind.HEADER) ? key.substring("header:".length()).trim() : null;
+		Expression expression = (kind == KeyKind.SPEL) ? PARSER.parseExpression(key) : null;
+		return new Compiled(index, paths, methods, bucket, kind, header, expression, rule.getCost());
+	}
+
+	private static PathPattern[] paths(String prefix, @Nullable List<String> configured) {
+		if (configured == null || configured.isEmpty()) {
 			throw invalid(prefix + "paths", "is missing", "Give the rule the paths it limits, e.g. paths: [\"/api/**\"].");
 		}
-		PathPattern[] paths = new PathPattern[rule.getPaths().size()];
+		PathPattern[] paths = new PathPattern[configured.size()];
 		for (int i = 0; i < paths.length; i++) {
-			String path = rule.getPaths().get(i);
+			String path = configured.get(i);
 			try {
 				paths[i] = PathPatternParser.defaultInstance.parse(path);
 			}
@@ -255,30 +272,40 @@ public final class WebRules {
 						"Write a Spring PathPattern, e.g. /api/** or /users/{id}.");
 			}
 		}
-		Set<String> methods = null;
-		if (rule.getMethods() != null && !rule.getMethods().isEmpty()) {
-			methods = rule.getMethods().stream().map((m) -> m.trim().toUpperCase(Locale.ROOT)).collect(Collectors.toCollection(HashSet::new));
-			for (String method : methods) {
-				if (!method.matches("[A-Z]+")) {
-					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
-							"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
-				}
-				String standard = ClosestName.of(method, STANDARD_METHODS);
-				if (!standard.equals(method) && ClosestName.distance(method, standard) <= 2) {
-					// GTE would match no request: every GET would pass unlimited
-					throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method; did you mean "
-							+ standard + "?", "List HTTP methods, e.g. [GET, POST], or leave methods out for every method"
-									+ " (a method of your own, e.g. PROPFIND, is accepted when it is not a near miss of "
-									+ String.join(", ", STANDARD_METHODS) + ").");
-				}
+		return paths;
+	}
+
+	/** The rule's methods in upper case ({@code HEAD} with {@code GET}), or {@code null} for every method. */
+	private static @Nullable Set<String> methods(String prefix, @Nullable List<String> configured) {
+		if (configured == null || configured.isEmpty()) {
+			return null;
+		}
+		Set<String> methods = configured.stream()
+			.map((m) -> m.trim().toUpperCase(Locale.ROOT))
+			.collect(Collectors.toCollection(HashSet::new));
+		for (String method : methods) {
+			if (!method.matches("[A-Z]+")) {
+				throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
+						"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
 			}
-			if (methods.contains("GET")) {
-				// Spring MVC and WebFlux answer HEAD with the GET handler: without it, HEAD would run every limited GET
-				// handler unlimited (its body only is dropped)
-				methods.add("HEAD");
+			String standard = ClosestName.of(method, STANDARD_METHODS);
+			if (!standard.equals(method) && ClosestName.distance(method, standard) <= 2) {
+				// GTE would match no request: every GET would pass unlimited
+				throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method; did you mean "
+						+ standard + "?", "List HTTP methods, e.g. [GET, POST], or leave methods out for every method"
+								+ " (a method of your own, e.g. PROPFIND, is accepted when it is not a near miss of "
+								+ String.join(", ", STANDARD_METHODS) + ").");
 			}
 		}
-		String bucket = rule.getBucket();
+		if (methods.contains("GET")) {
+			// Spring MVC and WebFlux answer HEAD with the GET handler: without it, HEAD would run every limited GET
+			// handler unlimited (its body only is dropped)
+			methods.add("HEAD");
+		}
+		return methods;
+	}
+
+	private static String bucket(String prefix, @Nullable String bucket, BucketDefinitions definitions) {
 		if (bucket == null || bucket.isBlank()) {
 			throw invalid(prefix + "bucket", "is missing", "Name the bucket the rule's requests take from.");
 		}
@@ -286,47 +313,42 @@ public final class WebRules {
 			throw invalid(prefix + "bucket", "'" + bucket + "' is not a configured bucket",
 					"Use one of the configured buckets: " + String.join(", ", definitions.names()) + ".");
 		}
-		if (rule.getCost() < 0) {
-			throw invalid(prefix + "cost", "is " + rule.getCost(), "Set a whole number >= 0 (default 1).");
-		}
-		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
-		KeyKind kind = KeyKind.NONE;
-		String header = null;
-		Expression expression = null;
-		if (key.equals("ip")) {
-			kind = KeyKind.IP;
-		}
-		else if (key.equals("principal")) {
-			kind = KeyKind.PRINCIPAL;
-		}
-		else if (key.startsWith("header:")) {
-			header = key.substring("header:".length()).trim();
-			if (!header.matches("[!#$%&'*+.^_`|~0-9A-Za-z-]+")) {
-				throw invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
-			}
-			kind = KeyKind.HEADER;
-		}
-		else if (!key.isEmpty()) {
-			if (!key.contains("#request")) {
-				throw invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
-			}
-			try {
-				expression = PARSER.parseExpression(key);
-			}
-			catch (RuntimeException ex) {
-				throw invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
-						"Use " + KEYS_ACCEPTED + ".");
-			}
-			kind = KeyKind.SPEL;
-		}
-		if (kind != KeyKind.NONE) {
-			BucketDefinitions.checkUsableWithKey(definitions.get(bucket), prefix.substring(0, prefix.length() - 1));
-		}
-		return new Compiled(index, paths, methods, bucket, kind, header, expression, rule.getCost());
+		return bucket;
 	}
 
+	/** What kind of key a rule's {@code key} is, checked: a header's name, a SpEL expression that parses. */
+	private static KeyKind keyKind(String prefix, String key) {
+		if (key.isEmpty()) {
+			return KeyKind.NONE;
+		}
+		if (key.equals("ip")) {
+			return KeyKind.IP;
+		}
+		if (key.equals("principal")) {
+			return KeyKind.PRINCIPAL;
+		}
+		if (key.startsWith("header:")) {
+			if (!key.substring("header:".length()).trim().matches("[!#$%&'*+.^_`|~0-9A-Za-z-]+")) {
+				throw invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
+			}
+			return KeyKind.HEADER;
+		}
+		if (!key.contains("#request")) {
+			throw invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
+		}
+		try {
+			PARSER.parseExpression(key);
+		}
+		catch (RuntimeException ex) {
+			throw invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
+					"Use " + KEYS_ACCEPTED + ".");
+		}
+		return KeyKind.SPEL;
+	}
+
+	/** A start-up failure naming the rule's property; {@code what} ends without punctuation, or with a question. */
 	private static RateLimitConfigurationException invalid(String property, String what, String action) {
-		return new RateLimitConfigurationException(property + " " + what + ".", action);
+		return new RateLimitConfigurationException(property + " " + what + (what.endsWith("?") ? "" : "."), action);
 	}
 
 	/**

@@ -3,7 +3,7 @@ package dev.ratelimit.spring.aop;
 import java.time.Duration;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.junit.jupiter.api.Test;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
@@ -37,9 +37,9 @@ class AnnotationMaxWaitTests {
 	@Test
 	void zeroAndDurationsWithAUnitStart() {
 		this.runner.withBean(WithUnits.class).run((context) -> assertThat(context).hasNotFailed());
-		assertThat(Limit.parseMaxWait(" 0 ", "m")).isZero();
-		assertThat(Limit.parseMaxWait("5s", "m")).isEqualTo(Duration.ofSeconds(5));
-		assertThat(Limit.parseMaxWait("PT0.5S", "m")).isEqualTo(Duration.ofMillis(500));
+		assertThat(AnnotatedLimit.parseMaxWait(" 0 ", "m")).isZero();
+		assertThat(AnnotatedLimit.parseMaxWait("5s", "m")).isEqualTo(Duration.ofSeconds(5));
+		assertThat(AnnotatedLimit.parseMaxWait("PT0.5S", "m")).isEqualTo(Duration.ofMillis(500));
 	}
 
 	static class BareNumber {

@@ -7,9 +7,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitMetricsAutoConfiguration;
+import dev.ratelimit.spring.engine.RateLimitExecutors;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import org.junit.jupiter.api.Test;

@@ -3,7 +3,7 @@ package dev.ratelimit.spring.aop;
 import java.util.List;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;

@@ -8,7 +8,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Flux;

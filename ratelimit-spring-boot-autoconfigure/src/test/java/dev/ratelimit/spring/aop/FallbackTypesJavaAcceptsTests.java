@@ -4,7 +4,7 @@ import java.util.List;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;
 

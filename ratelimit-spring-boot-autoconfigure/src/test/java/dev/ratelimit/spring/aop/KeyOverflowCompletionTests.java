@@ -6,7 +6,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.KeyedBuckets;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import org.junit.jupiter.api.Test;

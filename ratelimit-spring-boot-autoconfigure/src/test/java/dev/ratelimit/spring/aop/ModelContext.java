@@ -2,9 +2,10 @@ package dev.ratelimit.spring.aop;
 
 import java.util.concurrent.atomic.AtomicLong;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitMetricsAutoConfiguration;
+import dev.ratelimit.spring.engine.RateLimitExecutors;
 
 import org.springframework.boot.autoconfigure.AutoConfigurations;
 import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;

@@ -6,6 +6,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.engine.ReactivePermits;
 import org.junit.jupiter.api.Test;
 import reactor.core.Disposable;
 

@@ -11,6 +11,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.SharedTokenBucket;
+import dev.ratelimit.spring.engine.ReactivePermits;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;

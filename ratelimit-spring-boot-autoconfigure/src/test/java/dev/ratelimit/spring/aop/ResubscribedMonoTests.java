@@ -7,7 +7,7 @@ import java.lang.annotation.Target;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;

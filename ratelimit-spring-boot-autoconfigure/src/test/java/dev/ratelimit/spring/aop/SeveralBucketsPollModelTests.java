@@ -26,6 +26,7 @@ import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.ModelSeeds;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.engine.SeveralBucketsExceeded;
 import io.micrometer.core.instrument.FunctionCounter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;

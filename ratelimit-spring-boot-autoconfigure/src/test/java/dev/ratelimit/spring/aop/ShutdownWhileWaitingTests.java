@@ -6,7 +6,8 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.engine.RateLimitExecutors;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;
 

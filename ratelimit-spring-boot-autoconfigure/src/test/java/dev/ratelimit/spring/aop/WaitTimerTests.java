@@ -4,9 +4,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.annotation.RateLimited;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitMetricsAutoConfiguration;
 import io.micrometer.core.instrument.MeterRegistry;
 import org.junit.jupiter.api.Test;
 

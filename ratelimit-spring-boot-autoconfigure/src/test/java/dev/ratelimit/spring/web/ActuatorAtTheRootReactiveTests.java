@@ -2,7 +2,7 @@ package dev.ratelimit.spring.web;
 
 import java.util.concurrent.atomic.AtomicLong;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import org.junit.jupiter.api.Test;
 

@@ -7,7 +7,7 @@ import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.BucketStatsFactory;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.WebHeaders;

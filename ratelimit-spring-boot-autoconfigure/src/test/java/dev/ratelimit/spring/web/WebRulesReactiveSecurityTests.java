@@ -4,7 +4,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Base64;
 
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import reactor.core.publisher.Mono;
 

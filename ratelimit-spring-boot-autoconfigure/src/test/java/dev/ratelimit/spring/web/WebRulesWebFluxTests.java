@@ -7,7 +7,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitClock;
 import org.awaitility.Awaitility;
 import org.junit.jupiter.api.Test;

@@ -3,7 +3,7 @@ package dev.ratelimit.spring.aop
 import dev.ratelimit.annotation.RateLimited
 import dev.ratelimit.core.RateLimitExceededException
 import dev.ratelimit.core.RateLimiter
-import dev.ratelimit.spring.RateLimitAutoConfiguration
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration
 import kotlinx.coroutines.CompletableDeferred
 import kotlinx.coroutines.async
 import kotlinx.coroutines.delay

@@ -1,9 +1,7 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.engine;
 
-import java.lang.reflect.Method;
 import java.time.Duration;
 
-import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
@@ -12,17 +10,15 @@ import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RegisteredBucket;
-import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
-import org.springframework.boot.convert.DurationStyle;
-import org.springframework.util.ClassUtils;
-
 /**
- * One {@code @RateLimited} of a method, resolved once: its bucket (or its per-key buckets), the cost,
- * the max-wait, and what is evaluated when the call completes.
+ * One bucket a call takes from, as a front end (the annotation, a web rule, an outbound rule) resolved
+ * it once: the bucket or its per-key buckets, the max-wait, and whether the call's completion may give
+ * tokens back or take more (a {@link Settlement}). The costs and keys of each call are the front end's:
+ * this class never sees an expression or a request.
  */
-final class Limit {
+public final class Limit {
 
 	final String bucket;
 
@@ -30,60 +26,56 @@ final class Limit {
 
 	final BucketStats stats;
 
-	final CostExpression cost;
-
 	/** Whether the bucket lives in this JVM (a call to it costs no round trip). */
 	final boolean local;
 
 	final Duration maxWait;
 
-	/** The key of a per-key call, or {@code null} for the bucket itself. */
-	final @Nullable KeyExpression key;
-
+	/** The bucket's per-key buckets, for a limit whose calls have keys; else {@code null}. */
 	private final @Nullable KeyedBuckets keys;
 
-	/** A web rule's limit with a key (computed from the request, not by an expression). */
-	final boolean keyedByRule;
+	/** Whether a call's completion may settle its tokens (K2: it keeps its key's bucket until then). */
+	final boolean completes;
 
-	/** {@code refundIf}, or {@code null}. */
-	final @Nullable CompletionExpression refundIf;
-
-	/** {@code settle}, or {@code null}. */
-	final @Nullable CompletionExpression settle;
-
-	private Limit(RegisteredBucket bucket, CostExpression cost, Duration maxWait, @Nullable KeyExpression key,
-			boolean keyed, @Nullable CompletionExpression refundIf, @Nullable CompletionExpression settle) {
+	private Limit(RegisteredBucket bucket, Duration maxWait, boolean keyed, boolean completes) {
 		this.bucket = bucket.name();
 		this.limiter = bucket.limiter();
 		this.stats = bucket.stats();
 		this.local = "local".equals(bucket.backend());
-		this.cost = cost;
 		this.maxWait = maxWait;
-		this.key = key;
 		this.keys = keyed ? bucket.keyed() : null;
-		this.keyedByRule = keyed && key == null;
-		this.refundIf = refundIf;
-		this.settle = settle;
-	}
-
-	static Limit of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
-		String where = where(method, targetClass);
-		CostExpression cost = CostExpression.parse(annotation.cost(), where);
-		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
-		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
-		CompletionExpression refundIf = annotation.refundIf().isBlank() ? null
-				: CompletionExpression.parse("refundIf", annotation.refundIf(), where);
-		CompletionExpression settle = annotation.settle().isBlank() ? null
-				: CompletionExpression.parse("settle", annotation.settle(), where);
-		return new Limit(bucket, cost, maxWait, key, key != null, refundIf, settle);
+		this.completes = completes;
 	}
 
 	/**
-	 * A web rule's limit: a fixed cost, the bucket's max-wait, and a key the rule computes from the
-	 * request (when {@code keyed}).
+	 * A limit on a bucket.
+	 *
+	 * @param bucket the bucket
+	 * @param maxWait the longest a call waits for its tokens
+	 * @param keyed whether each call gives a key (then it takes from its key's bucket)
+	 * @param completes whether calls are settled when they complete ({@link Limits#complete})
+	 * @return the limit
 	 */
-	static Limit forRule(RegisteredBucket bucket, long cost, boolean keyed) {
-		return new Limit(bucket, CostExpression.constant(cost), bucket.maxWait(), null, keyed, null, null);
+	public static Limit of(RegisteredBucket bucket, Duration maxWait, boolean keyed, boolean completes) {
+		return new Limit(bucket, maxWait, keyed, completes);
+	}
+
+	/**
+	 * The bucket's name.
+	 *
+	 * @return the name
+	 */
+	public String bucket() {
+		return this.bucket;
+	}
+
+	/**
+	 * Whether calls give a key.
+	 *
+	 * @return whether keyed
+	 */
+	public boolean keyed() {
+		return this.keys != null;
 	}
 
 	/**
@@ -95,23 +87,6 @@ final class Limit {
 			return this.limiter.snapshot();
 		}
 		return this.keys.bucketOf(k).snapshot();
-	}
-
-	static String where(Method method, Class<?> targetClass) {
-		return "@RateLimited on " + ClassUtils.getQualifiedMethodName(method, targetClass);
-	}
-
-	boolean completes() {
-		return this.refundIf != null || this.settle != null;
-	}
-
-	/**
-	 * The key of this call, or {@code null} for an unkeyed bucket.
-	 *
-	 * @throws IllegalArgumentException when the key is {@code null}
-	 */
-	@Nullable Object key(MethodInvocation invocation) {
-		return (this.key != null) ? this.key.evaluate(invocation, this.bucket) : null;
 	}
 
 	/**
@@ -134,6 +109,29 @@ final class Limit {
 		if (k == null) {
 			return this.limiter.acquire(tokens, wait);
 		}
+		return takeKeyed(ACQUIRE, tokens, k, wait, targets, held, i, count);
+	}
+
+	/** How a keyed call takes its tokens from its key's bucket (a constant each: nothing is allocated). */
+	@FunctionalInterface
+	private interface KeyedTake<T, X extends Exception> {
+
+		T take(RateLimiter target, long tokens, Duration wait, Object key) throws X;
+	}
+
+	private static final KeyedTake<Permit, InterruptedException> ACQUIRE = (target, tokens, wait, key) -> target
+		.acquire(tokens, wait);
+
+	private static final KeyedTake<Reservation, RuntimeException> RESERVE = (target, tokens, wait,
+			key) -> new KeyedReservation(target.reserve(tokens, wait), key, target);
+
+	/**
+	 * Takes a keyed call's tokens from its key's bucket (or the overflow bucket), pinned while it takes
+	 * them, and kept pinned for the call's completion (K2); a refusal carries the key.
+	 */
+	private <T, X extends Exception> T takeKeyed(KeyedTake<T, X> take, long tokens, Object k, Duration wait,
+			@Nullable RateLimiter @Nullable [] targets, KeyedBuckets.@Nullable Entry @Nullable [] held, int i,
+			boolean count) throws X {
 		KeyedBuckets.Entry entry = this.keys.pin(k, false);
 		boolean keep = false;
 		try {
@@ -144,9 +142,9 @@ final class Limit {
 			if (count && this.keys.isOverflow(target)) {
 				this.keys.countOverflow();
 			}
-			Permit permit = target.acquire(tokens, wait);
+			T taken = take.take(target, tokens, wait, k);
 			keep = hold(entry, held, i);
-			return permit;
+			return taken;
 		}
 		catch (RateLimitExceededException ex) {
 			throw KeyedReservation.withKey(ex, k, entry.limiter());
@@ -168,7 +166,7 @@ final class Limit {
 	 * @return whether the pin is kept
 	 */
 	private boolean hold(KeyedBuckets.Entry entry, KeyedBuckets.@Nullable Entry @Nullable [] held, int i) {
-		if (held == null || !completes()) {
+		if (held == null || !this.completes) {
 			return false;
 		}
 		held[i] = entry;
@@ -198,28 +196,7 @@ final class Limit {
 		if (k == null) {
 			return this.limiter.reserve(tokens, this.maxWait);
 		}
-		KeyedBuckets.Entry entry = this.keys.pin(k, false);
-		boolean keep = false;
-		try {
-			RateLimiter target = entry.limiter();
-			if (targets != null) {
-				targets[i] = target;
-			}
-			if (this.keys.isOverflow(target)) {
-				this.keys.countOverflow();
-			}
-			Reservation reservation = new KeyedReservation(target.reserve(tokens, this.maxWait), k, target);
-			keep = hold(entry, held, i);
-			return reservation;
-		}
-		catch (RateLimitExceededException ex) {
-			throw KeyedReservation.withKey(ex, k, entry.limiter());
-		}
-		finally {
-			if (!keep) {
-				entry.unpin();
-			}
-		}
+		return takeKeyed(RESERVE, tokens, k, this.maxWait, targets, held, i, true);
 	}
 
 	/**
@@ -320,30 +297,5 @@ final class Limit {
 		finally {
 			entry.unpin();
 		}
-	}
-
-	/**
-	 * The annotation's {@code maxWait}, as {@code max-wait} reads: with a unit. A bare whole number other than 0
-	 * is refused, as the property's is: Spring would read {@code maxWait = "5"} as 5 ms, where the writer of a
-	 * rate limit more often means seconds.
-	 */
-	static Duration parseMaxWait(String value, String where) {
-		String trimmed = value.trim();
-		if (trimmed.matches("[-+]?[0-9]+") && !trimmed.matches("[-+]?0+")) {
-			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " has no unit (a bare number"
-					+ " would be read as milliseconds); expected e.g. " + trimmed + "ms or " + trimmed + "s (0 needs none)");
-		}
-		Duration maxWait;
-		try {
-			maxWait = DurationStyle.detectAndParse(value.trim());
-		}
-		catch (RuntimeException ex) {
-			throw new IllegalArgumentException("maxWait '" + value + "' of " + where
-					+ " is not a duration; expected e.g. 0, 100ms, 2s or PT0.5S", ex);
-		}
-		if (maxWait.isNegative()) {
-			throw new IllegalArgumentException("maxWait '" + value + "' of " + where + " is negative; expected >= 0");
-		}
-		return maxWait;
 	}
 }

@@ -1,7 +1,7 @@
-package dev.ratelimit.spring.actuate;
+package dev.ratelimit.spring.autoconfigure;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitMeterBinder;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.boot.autoconfigure.AutoConfiguration;

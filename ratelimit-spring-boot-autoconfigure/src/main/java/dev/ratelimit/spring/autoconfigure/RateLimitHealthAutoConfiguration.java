@@ -1,8 +1,8 @@
-package dev.ratelimit.spring.actuate;
+package dev.ratelimit.spring.autoconfigure;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitsHealthIndicator;
 
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;

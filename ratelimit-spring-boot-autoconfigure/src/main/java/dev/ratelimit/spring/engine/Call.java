@@ -1,4 +1,4 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.engine;
 
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -10,7 +10,6 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
-import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -25,7 +24,7 @@ import org.jspecify.annotations.Nullable;
  * its tokens there records no wait in {@code ratelimit.wait}, though the call waited for another: a
  * bucket's timer shows the calls that waited for its own tokens. As a {@link Permit}, closing it closes
  * every bucket's permit (capped buckets are released together).
- * {@link #complete} evaluates {@code refundIf} and {@code settle} once, when the call completed.
+ * {@link #complete} settles it once, when the call completed.
  *
  * <p>Buckets in shadow mode were decided when the call was claimed (they never hold it back); their
  * tokens go back with the others when the call is cancelled or refused, and their counts are taken
@@ -68,9 +67,6 @@ final class Call implements Reservation, Permit {
 	private final AtomicBoolean completed = new AtomicBoolean();
 
 	private final AtomicBoolean closed = new AtomicBoolean();
-
-	/** The value a {@code Mono} completed with, for {@code #result}. */
-	volatile @Nullable Object result;
 
 	Call(Limit[] limits, long[] tokens, @Nullable Object[] keys) {
 		this(limits, tokens, keys, new RateLimiter[limits.length], new KeyedBuckets.Entry[limits.length],
@@ -306,30 +302,29 @@ final class Call implements Reservation, Permit {
 	}
 
 	/**
-	 * The call completed: {@code refundIf} gives a bucket's tokens back when true, else {@code settle}
-	 * gives back or takes the difference from the cost. Once; a bucket that kept nothing (a shadow bucket
-	 * that would have refused) is left alone.
+	 * The call completed: each bucket that settles keeps what the settlement says the call really cost,
+	 * the difference given back or taken. Once; a bucket that kept nothing (a shadow bucket that would
+	 * have refused) is left alone.
 	 */
-	void complete(MethodInvocation invocation, @Nullable Object value, @Nullable Throwable exception) {
+	void complete(Settlement settlement) {
 		if (this.state.get() != GRANTED || !this.completed.compareAndSet(false, true)) {
 			return;
 		}
 		for (int i = 0; i < this.limits.length; i++) {
 			Limit limit = this.limits[i];
-			if (!limit.completes() || (this.parts[i] == null && !this.kept[i])) {
+			if (!limit.completes || (this.parts[i] == null && !this.kept[i])) {
 				continue;
 			}
-			if (limit.refundIf != null && limit.refundIf.test(invocation, value, exception)) {
-				limit.refund(this.tokens[i], this.keys[i], this.targets[i]);
-				continue;
+			long real = settlement.realCost(i, this.tokens[i]);
+			if (real < this.tokens[i]) {
+				limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i]);
 			}
-			if (limit.settle != null) {
-				long real = limit.settle.cost(invocation, value, exception);
-				if (real >= 0 && real < this.tokens[i]) {
-					limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i]);
-				}
-				else if (real > this.tokens[i]) {
+			else if (real > this.tokens[i]) {
+				try {
 					limit.charge(real - this.tokens[i], this.keys[i], this.targets[i]);
+				}
+				catch (RuntimeException ex) {
+					settlement.unpaid(i, real, ex); // nothing was taken: the cost stands, the call's outcome too
 				}
 			}
 		}

@@ -1,4 +1,4 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.engine;
 
 import dev.ratelimit.core.RateLimiterSnapshot;
 import org.jspecify.annotations.Nullable;

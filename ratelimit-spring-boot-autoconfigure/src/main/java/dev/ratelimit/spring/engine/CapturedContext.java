@@ -1,4 +1,4 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.engine;
 
 import java.util.function.UnaryOperator;
 

@@ -1,4 +1,4 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.engine;
 
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -83,13 +83,14 @@ public final class RateLimitExecutors implements DisposableBean {
 	}
 
 	/**
-	 * Creates the executors with a given timer and runner, neither owned (for tests that drive the
+	 * Creates the executors with a given timer and runner, neither owned (for an application that brings
+	 * its own scheduler, and for tests that drive the
 	 * polls of waiting claims themselves, on a fake clock).
 	 *
 	 * @param timer where polls of waiting claims are scheduled
 	 * @param runner where a call that had to wait runs
 	 */
-	RateLimitExecutors(ScheduledExecutorService timer, Executor runner) {
+	public RateLimitExecutors(ScheduledExecutorService timer, Executor runner) {
 		this.timer = timer;
 		this.runner = runner;
 		this.owned = null;
@@ -130,7 +131,7 @@ public final class RateLimitExecutors implements DisposableBean {
 	 *
 	 * @return what wraps the delayed call's task; the identity when nothing is carried
 	 */
-	UnaryOperator<Runnable> captureContext() {
+	public UnaryOperator<Runnable> captureContext() {
 		return this.propagateContext ? CapturedContext.capture() : UnaryOperator.identity();
 	}
 

@@ -1,4 +1,4 @@
-package dev.ratelimit.spring;
+package dev.ratelimit.spring.autoconfigure;
 
 import java.util.concurrent.Executor;
 
@@ -6,9 +6,9 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
-import dev.ratelimit.spring.aop.RateLimitExecutors;
+import dev.ratelimit.spring.engine.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
-import dev.ratelimit.spring.aop.GrantObserver;
+import dev.ratelimit.spring.engine.GrantObserver;
 import dev.ratelimit.spring.web.ActuatorPaths;
 import dev.ratelimit.spring.web.RateLimitExceptionHandler;
 import dev.ratelimit.spring.web.RateLimitFilter;
@@ -16,6 +16,13 @@ import dev.ratelimit.spring.web.RateLimitWebFilter;
 import dev.ratelimit.spring.web.ReactiveLevels;
 import dev.ratelimit.spring.web.ServletLevels;
 import dev.ratelimit.spring.web.WebRules;
+import dev.ratelimit.spring.BucketDefinitions;
+import dev.ratelimit.spring.BucketStatsFactory;
+import dev.ratelimit.spring.DefaultRateLimiterRegistry;
+import dev.ratelimit.spring.RateLimitConfigurationException;
+import dev.ratelimit.spring.RateLimitProperties;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RateLimitBucketRegistrar;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.BeanNotOfRequiredTypeException;
@@ -92,8 +99,7 @@ public final class RateLimitAutoConfiguration {
 	@Bean
 	@ConditionalOnMissingBean
 	RateLimiterRegistry rateLimiterRegistry(BucketDefinitions definitions, ListableBeanFactory beanFactory) {
-		return new DefaultRateLimiterRegistry(definitions, (name) -> bucketBean(beanFactory, name),
-				beanFactory.getBeanProvider(BucketMaker.class).getIfAvailable());
+		return DefaultRateLimiterRegistry.of(definitions, (name) -> bucketBean(beanFactory, name), beanFactory);
 	}
 
 	/**
@@ -186,10 +192,11 @@ public final class RateLimitAutoConfiguration {
 
 		@Bean
 		FilterRegistrationBean<RateLimitFilter> rateLimitFilter(WebRules rules, RateLimitProperties properties,
-				Environment environment, ListableBeanFactory beans) {
+				Environment environment, ListableBeanFactory beans, ObjectProvider<RateLimitExecutors> executors) {
 			RateLimitProperties.Web web = properties.getWeb();
 			FilterRegistrationBean<RateLimitFilter> registration = new FilterRegistrationBean<>(new RateLimitFilter(
-					rules, web.getHeaders(), web.isExposeKey(), ActuatorPaths.of(environment, beans, true)));
+					rules, web.getHeaders(), web.isExposeKey(), ActuatorPaths.of(environment, beans, true),
+					executors::getObject));
 			registration.setOrder(ruleFilterOrder(environment));
 			registration.setAsyncSupported(true);
 			registration.setEnabled(!rules.isEmpty());

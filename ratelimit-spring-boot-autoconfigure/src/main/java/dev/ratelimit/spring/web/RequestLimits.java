@@ -1,4 +1,4 @@
-package dev.ratelimit.spring.aop;
+package dev.ratelimit.spring.web;
 
 import java.util.List;
 
@@ -6,21 +6,21 @@ import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.engine.Limit;
+import dev.ratelimit.spring.engine.Limits;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The buckets of a fixed set of web rules, taken from together exactly as the buckets of a method
- * with several {@code @RateLimited} are: from every bucket or from none, in a fixed order, one wait for
- * the longest, the longest-waiting refusing bucket named, capped buckets released together. For the
- * starter's web filters.
+ * The buckets of a fixed set of web rules and their costs: the engine's {@link Limits}, which take
+ * from them together exactly as from the buckets of a method with several {@code @RateLimited}: from
+ * every bucket or from none, in a fixed order, one wait for the longest, the longest-waiting refusing
+ * bucket named, capped buckets released together.
  */
-public final class RequestLimits {
+final class RequestLimits {
 
-	private final Limit[] limits;
+	private final Limits limits;
 
 	private final long[] costs;
-
-	private final InvocationPlan plan;
 
 	/**
 	 * Creates the limits of a set of rules.
@@ -29,13 +29,14 @@ public final class RequestLimits {
 	 * @param costs each rule's cost
 	 * @param keyed whether each rule has a key (then each request gives one, see {@link #acquire})
 	 */
-	public RequestLimits(List<RegisteredBucket> buckets, long[] costs, boolean[] keyed) {
-		this.limits = new Limit[buckets.size()];
-		for (int i = 0; i < this.limits.length; i++) {
-			this.limits[i] = Limit.forRule(buckets.get(i), costs[i], keyed[i]);
+	RequestLimits(List<RegisteredBucket> buckets, long[] costs, boolean[] keyed) {
+		Limit[] limits = new Limit[buckets.size()];
+		for (int i = 0; i < limits.length; i++) {
+			RegisteredBucket bucket = buckets.get(i);
+			limits[i] = Limit.of(bucket, bucket.maxWait(), keyed[i], false);
 		}
+		this.limits = Limits.of(limits);
 		this.costs = costs.clone();
-		this.plan = InvocationPlan.of(this.limits);
 	}
 
 	/**
@@ -43,8 +44,8 @@ public final class RequestLimits {
 	 *
 	 * @return the count
 	 */
-	public int size() {
-		return this.limits.length;
+	int size() {
+		return this.limits.size();
 	}
 
 	/**
@@ -53,8 +54,8 @@ public final class RequestLimits {
 	 * @param i its position
 	 * @return the name
 	 */
-	public String bucket(int i) {
-		return this.limits[i].bucket;
+	String bucket(int i) {
+		return this.limits.limit(i).bucket();
 	}
 
 	/**
@@ -63,7 +64,7 @@ public final class RequestLimits {
 	 * @param i its position
 	 * @return the tokens the rule takes
 	 */
-	public long cost(int i) {
+	long cost(int i) {
 		return this.costs[i];
 	}
 
@@ -75,8 +76,18 @@ public final class RequestLimits {
 	 * @throws dev.ratelimit.core.RateLimitExceededException when refused; nothing is kept
 	 * @throws InterruptedException when interrupted while waiting; nothing is kept
 	 */
-	public Permit acquire(@Nullable Object[] keys) throws InterruptedException {
-		return this.plan.acquire(this.costs, keys);
+	Permit acquire(@Nullable Object[] keys) throws InterruptedException {
+		return this.limits.acquire(this.costs, keys);
+	}
+
+	/**
+	 * Takes every bucket's tokens when they are all there now; otherwise takes nothing.
+	 *
+	 * @param keys each bucket's key, {@code null} for a rule without a key
+	 * @return the permit, or {@code null} when the request must claim and wait ({@link #reserve})
+	 */
+	@Nullable Permit takeNow(@Nullable Object[] keys) {
+		return this.limits.takeNow(this.costs, keys);
 	}
 
 	/**
@@ -86,8 +97,8 @@ public final class RequestLimits {
 	 * @return the claim, to poll until ready, then turn into a permit, or cancel
 	 * @throws dev.ratelimit.core.RateLimitExceededException when refused at once; nothing is kept
 	 */
-	public Reservation reserve(@Nullable Object[] keys) {
-		return this.plan.reserve(this.costs, keys);
+	Reservation reserve(@Nullable Object[] keys) {
+		return this.limits.reserve(this.costs, keys);
 	}
 
 	/**
@@ -97,7 +108,7 @@ public final class RequestLimits {
 	 * @param key its key, or {@code null}
 	 * @return the snapshot
 	 */
-	public RateLimiterSnapshot snapshot(int i, @Nullable Object key) {
-		return this.limits[i].snapshot(key);
+	RateLimiterSnapshot snapshot(int i, @Nullable Object key) {
+		return this.limits.snapshot(i, key);
 	}
 }

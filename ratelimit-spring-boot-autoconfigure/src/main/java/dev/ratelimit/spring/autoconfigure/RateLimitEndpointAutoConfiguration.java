@@ -1,7 +1,9 @@
-package dev.ratelimit.spring.actuate;
+package dev.ratelimit.spring.autoconfigure;
 
-import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
+import dev.ratelimit.spring.actuate.RateLimitsWebEndpointExtension;
+import dev.ratelimit.spring.actuate.RetuneFields;
 
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.actuate.endpoint.invoke.OperationInvokerAdvisor;
