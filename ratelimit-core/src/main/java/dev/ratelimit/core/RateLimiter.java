@@ -5,8 +5,9 @@ import java.time.Duration;
 import org.jspecify.annotations.Nullable;
 
 /**
- * A source of permits at a bounded rate: what both kinds of limiter in this package, the
- * {@link SharedTokenBucket rover bucket} and the {@link HybridRateLimiter pacer}, offer their callers.
+ * A source of permits at a bounded rate: what the limiters in this package, the
+ * {@link SharedTokenBucket rover bucket}, the {@link HybridRateLimiter pacer} and the
+ * {@link CalendarQuota calendar quota}, offer their callers.
  *
  * <p>Typical use, with the tokens given back when the guarded work completes (which matters only for
  * a bucket with capped release; for the others the permit is a no-op):
@@ -151,7 +152,8 @@ public interface RateLimiter {
 	 *
 	 * @param tokens tokens (for the pacer: operations) per {@code period}, {@code > 0}
 	 * @param period the period, {@code > 0}
-	 * @throws IllegalArgumentException naming the argument when it is out of range
+	 * @throws IllegalArgumentException naming the argument when it is out of range; always for a
+	 *         {@link CalendarQuota}, which has no rate
 	 */
 	void updateRate(long tokens, Duration period);
 

@@ -3,6 +3,7 @@ package dev.ratelimit.core;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Objects;
 
 import org.jspecify.annotations.Nullable;
@@ -31,10 +32,15 @@ import org.jspecify.annotations.Nullable;
  *        0.3 s, where counting whole tokens would say 1.5 s). With capped release, tokens in flight come
  *        back only when released, which no clock predicts: the rate alone is counted, for whole tokens,
  *        as if they were released now. Rounded up to a nanosecond.
+ * @param resetsAt a {@link CalendarQuota}'s next boundary, when its allowance is there again (the end of
+ *        the running calendar period); {@code null} for every other limiter
+ * @param untilReset the time from the view's instant to {@code resetsAt} (exact, to the nanosecond of
+ *        the wall clock); {@link Duration#ZERO} when {@code resetsAt} is {@code null}
  */
 public record RateLimiterSnapshot(long rate, Duration period, double limit, boolean cappedRelease,
 		double available, double deficiency, int waiting, double inFlight, long granted, long rejected,
-		@Nullable Pools pools, Duration behindSchedule, Duration untilFull) {
+		@Nullable Pools pools, Duration behindSchedule, Duration untilFull, @Nullable Instant resetsAt,
+		Duration untilReset) {
 
 	/**
 	 * Checks the figures that every view must have.
@@ -43,6 +49,31 @@ public record RateLimiterSnapshot(long rate, Duration period, double limit, bool
 		Objects.requireNonNull(period, "period");
 		Objects.requireNonNull(behindSchedule, "behindSchedule");
 		Objects.requireNonNull(untilFull, "untilFull");
+		Objects.requireNonNull(untilReset, "untilReset");
+	}
+
+	/**
+	 * A view of a limiter without calendar periods (no {@code resetsAt}).
+	 *
+	 * @param rate tokens (operations) per {@code period}
+	 * @param period the period of the rate
+	 * @param limit the most tokens banked
+	 * @param cappedRelease whether tokens return only when the guarded work completes
+	 * @param available tokens a caller could take now without waiting
+	 * @param deficiency tokens claimed by waiting callers but not yet there
+	 * @param waiting callers waiting now
+	 * @param inFlight tokens taken and not released yet
+	 * @param granted calls let through since start
+	 * @param rejected calls refused since start
+	 * @param pools the pacer's pools, {@code null} for the rover bucket
+	 * @param behindSchedule how far callers are behind the pacer's schedule
+	 * @param untilFull how long until {@code limit} tokens are available
+	 */
+	public RateLimiterSnapshot(long rate, Duration period, double limit, boolean cappedRelease, double available,
+			double deficiency, int waiting, double inFlight, long granted, long rejected, @Nullable Pools pools,
+			Duration behindSchedule, Duration untilFull) {
+		this(rate, period, limit, cappedRelease, available, deficiency, waiting, inFlight, granted, rejected, pools,
+				behindSchedule, untilFull, null, Duration.ZERO);
 	}
 
 	/**

@@ -1,6 +1,7 @@
 /**
- * The two limiters, the rover bucket {@link dev.ratelimit.core.SharedTokenBucket} and the pacer
- * {@link dev.ratelimit.core.HybridRateLimiter}, and what they share. Plain Java, no runtime dependency.
+ * The limiters, the rover bucket {@link dev.ratelimit.core.SharedTokenBucket}, the pacer
+ * {@link dev.ratelimit.core.HybridRateLimiter} and the calendar quota
+ * {@link dev.ratelimit.core.CalendarQuota}, and what they share. Plain Java, no runtime dependency.
  */
 @NullMarked
 package dev.ratelimit.core;

@@ -3,19 +3,32 @@ package dev.ratelimit.spring;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
+import java.time.ZoneId;
+import java.time.ZoneOffset;
 
+import dev.ratelimit.core.CalendarQuota;
+import dev.ratelimit.core.QuotaCalendar;
 import dev.ratelimit.core.Rate;
 import org.jspecify.annotations.Nullable;
 
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
- * applied, a fractional rate turned into the core's exact {@link Rate}. A definition is either
- * {@link Shared} or {@link Hybrid}, so a property of the other type has nowhere to go.
+ * applied, a fractional rate turned into the core's exact {@link Rate}. A definition is
+ * {@link Shared}, {@link Hybrid} or {@link Quota}, so a property of another type has nowhere to go.
  */
-public sealed interface BucketDefinition permits BucketDefinition.Shared, BucketDefinition.Hybrid {
+public sealed interface BucketDefinition permits BucketDefinition.Shared, BucketDefinition.Hybrid, BucketDefinition.Quota {
 
 	/** What a rate may be, as the messages say it. */
 	String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
+
+	/** The bucket types, as the messages say them. */
+	String TYPES_ACCEPTED = "shared, hybrid or quota";
+
+	/** What a quota's calendar may be, as the messages say it. */
+	String CALENDAR_ACCEPTED = "minute, hour, day, week, month or year";
+
+	/** What a quota takes, as the messages say it. */
+	String QUOTA_PROPERTIES = "limit, calendar, zone, max-wait, mode, keys.max and backend";
 
 	/**
 	 * The bucket name.
@@ -30,7 +43,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @return the type
 	 */
 	default BucketType type() {
-		return (this instanceof Hybrid) ? BucketType.HYBRID : BucketType.SHARED;
+		return (this instanceof Hybrid) ? BucketType.HYBRID : (this instanceof Quota) ? BucketType.QUOTA
+				: BucketType.SHARED;
 	}
 
 	/**
@@ -97,11 +111,20 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
 		BucketType type = bucket.getType();
 		if (type == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "type", null, "shared or hybrid");
+			throw RateLimitConfigurationException.invalidProperty(name, "type", null, TYPES_ACCEPTED);
 		}
 		Backend backend = bucket.getBackend();
 		if (backend == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "backend", null, "local or redis");
+		}
+		if (type == BucketType.QUOTA) {
+			return quota(name, bucket, backend);
+		}
+		if (bucket.getCalendar() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "calendar", type.value(), "quota");
+		}
+		if (bucket.getZone() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "zone", type.value(), "quota");
 		}
 		if (bucket.getRate() == null) {
 			throw RateLimitConfigurationException.missingProperty(name, "rate", RATE_ACCEPTED);
@@ -204,6 +227,116 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
 					this.burstRatio, this.maxBacklog, this.keysMax);
 		}
+	}
+
+	/**
+	 * A calendar quota ({@code type: quota}), local. Its allowance is its limit per calendar period; it
+	 * has no rate.
+	 *
+	 * @param name the bucket name
+	 * @param limit the tokens per calendar period
+	 * @param calendar the calendar period
+	 * @param zone the calendar's time zone
+	 * @param maxWait the longest a caller waits (for the next boundary)
+	 * @param keysMax the most keys with a bucket of their own
+	 */
+	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax)
+			implements BucketDefinition {
+
+		@Override
+		public Backend backend() {
+			return Backend.LOCAL;
+		}
+
+		/**
+		 * The limit: tokens per calendar period (the view's {@code rate}).
+		 *
+		 * @return the limit
+		 */
+		@Override
+		public BigDecimal rate() {
+			return BigDecimal.valueOf(this.limit);
+		}
+
+		/**
+		 * The calendar period's nominal length (a month: a twelfth of a mean Gregorian year); the quota's
+		 * view shows the running period's real length.
+		 *
+		 * @return the nominal length
+		 */
+		@Override
+		public Duration period() {
+			return this.calendar.nominalLength();
+		}
+
+		/**
+		 * The limit per nominal period, for what needs a rate to compare; a quota is never given a rate.
+		 *
+		 * @return the rate
+		 */
+		@Override
+		public Rate exactRate() {
+			return Rate.of(this.limit, period());
+		}
+
+		/**
+		 * A quota with a new limit; a rate is refused (a quota has none).
+		 *
+		 * @throws RateLimitConfigurationException naming the bucket and the property
+		 */
+		@Override
+		public Quota withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
+			if (newRate != null) {
+				throw RateLimitConfigurationException.invalidProperty(this.name, "rate", newRate,
+						"nothing: a quota has no rate; its allowance is its limit per " + this.calendar
+								+ ", change the limit instead");
+			}
+			long l = (newLimit != null) ? checkedQuotaLimit(this.name, newLimit) : this.limit;
+			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax);
+		}
+	}
+
+	/** Checks a quota: what it refuses, what it needs, the zone's default. */
+	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend) {
+		refuseOnQuota(name, "rate", bucket.getRate() != null);
+		refuseOnQuota(name, "period", bucket.isPeriodSet());
+		refuseOnQuota(name, "initial", bucket.getInitial() != null);
+		refuseOnQuota(name, "capped-release", bucket.getCappedRelease() != null);
+		refuseOnQuota(name, "burst-ratio", bucket.getBurstRatio() != null);
+		refuseOnQuota(name, "max-backlog", bucket.getMaxBacklog() != null);
+		if (backend != Backend.LOCAL) {
+			throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
+					"local: a quota runs in this JVM (a quota on redis is not available yet)");
+		}
+		if (bucket.getLimit() == null) {
+			throw RateLimitConfigurationException.missingProperty(name, "limit",
+					"the tokens of each calendar period, a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
+		}
+		long limit = checkedQuotaLimit(name, bucket.getLimit());
+		if (bucket.getCalendar() == null) {
+			throw RateLimitConfigurationException.missingProperty(name, "calendar", CALENDAR_ACCEPTED);
+		}
+		Duration maxWait = bucket.getMaxWait();
+		if (maxWait == null || maxWait.isNegative()) {
+			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
+					"a duration >= 0, e.g. 0, 100ms or 2s");
+		}
+		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket));
+	}
+
+	private static void refuseOnQuota(String name, String property, boolean set) {
+		if (set) {
+			throw RateLimitConfigurationException.notForQuota(name, property, QUOTA_PROPERTIES);
+		}
+	}
+
+	private static long checkedQuotaLimit(String name, long limit) {
+		if (limit < 1 || limit > CalendarQuota.MAX_LIMIT) {
+			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit,
+					"a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
+		}
+		return limit;
 	}
 
 	private static void checkRedis(String name, RateLimitProperties.Redis redis) {

@@ -1,8 +1,10 @@
 package dev.ratelimit.spring;
 
+import java.time.InstantSource;
 import java.util.List;
 import java.util.function.LongSupplier;
 
+import dev.ratelimit.core.CalendarQuota;
 import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
@@ -10,8 +12,9 @@ import dev.ratelimit.core.StatsRecorder;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Makes the limiter of a bucket definition: a {@link SharedTokenBucket} or a
- * {@link HybridRateLimiter} in this JVM, or whatever the named {@link BucketBackend} makes.
+ * Makes the limiter of a bucket definition: a {@link SharedTokenBucket}, a {@link HybridRateLimiter}
+ * or a {@link CalendarQuota} (on the wall clock, an {@link InstantSource}) in this JVM, or whatever the
+ * named {@link BucketBackend} makes.
  */
 final class BucketFactory {
 
@@ -23,8 +26,8 @@ final class BucketFactory {
 	 * configuration's words ({@link CoreArguments}).
 	 */
 	static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
-			List<BucketBackend> backends) {
-		return create(definition, stats, clock, backends, false, null);
+			InstantSource wallClock, List<BucketBackend> backends) {
+		return create(definition, stats, clock, wallClock, backends, false, null);
 	}
 
 	/**
@@ -32,17 +35,17 @@ final class BucketFactory {
 	 * {@code null} key): a local bucket like the template, or the backend's per-key bucket.
 	 */
 	static RateLimiter createForKey(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
-			List<BucketBackend> backends, @Nullable String key) {
-		return create(definition, stats, clock, backends, true, key);
+			InstantSource wallClock, List<BucketBackend> backends, @Nullable String key) {
+		return create(definition, stats, clock, wallClock, backends, true, key);
 	}
 
 	private static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
-			List<BucketBackend> backends, boolean keyed, @Nullable String key) {
+			InstantSource wallClock, List<BucketBackend> backends, boolean keyed, @Nullable String key) {
 		try {
 			if (keyed && definition.backend() != Backend.LOCAL) {
 				return backendFor(definition, backends).create(definition, stats, key);
 			}
-			return build(definition, stats, clock, backends);
+			return build(definition, stats, clock, wallClock, backends);
 		}
 		catch (IllegalArgumentException ex) {
 			throw CoreArguments.translate(definition, ex);
@@ -50,9 +53,19 @@ final class BucketFactory {
 	}
 
 	private static RateLimiter build(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
-			List<BucketBackend> backends) {
+			InstantSource wallClock, List<BucketBackend> backends) {
 		if (definition.backend() != Backend.LOCAL) {
 			return backendFor(definition, backends).create(definition, stats);
+		}
+		if (definition instanceof BucketDefinition.Quota quota) {
+			return CalendarQuota.builder()
+				.name(quota.name())
+				.limit(quota.limit())
+				.calendar(quota.calendar())
+				.zone(quota.zone())
+				.clock(wallClock)
+				.stats(stats)
+				.build();
 		}
 		if (definition instanceof BucketDefinition.Hybrid hybrid) {
 			HybridRateLimiter.Builder builder = HybridRateLimiter.builder()

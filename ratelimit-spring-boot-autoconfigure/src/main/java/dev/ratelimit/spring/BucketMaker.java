@@ -1,5 +1,6 @@
 package dev.ratelimit.spring;
 
+import java.time.InstantSource;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -27,6 +28,8 @@ final class BucketMaker {
 	/** The clock and the backends, looked up once (a new key's bucket must not search the context). */
 	private volatile @Nullable LongSupplier clock;
 
+	private volatile @Nullable InstantSource wallClock;
+
 	private volatile @Nullable List<BucketBackend> backends;
 
 	BucketMaker(ListableBeanFactory beanFactory) {
@@ -34,7 +37,7 @@ final class BucketMaker {
 	}
 
 	RateLimiter create(BucketDefinition definition) {
-		return BucketFactory.create(definition, stats(definition), clock(), backends());
+		return BucketFactory.create(definition, stats(definition), clock(), wallClock(), backends());
 	}
 
 	/**
@@ -42,7 +45,7 @@ final class BucketMaker {
 	 * statistics.
 	 */
 	RateLimiter createForKey(BucketDefinition definition, @Nullable Object key) {
-		return BucketFactory.createForKey(definition, stats(definition), clock(), backends(),
+		return BucketFactory.createForKey(definition, stats(definition), clock(), wallClock(), backends(),
 				(key != null) ? String.valueOf(key) : null);
 	}
 
@@ -69,6 +72,19 @@ final class BucketMaker {
 			this.clock = nanos;
 		}
 		return nanos;
+	}
+
+	/**
+	 * The wall clock of calendar quotas: the application's {@link InstantSource} bean (tests move it),
+	 * by default the system's.
+	 */
+	private InstantSource wallClock() {
+		InstantSource source = this.wallClock;
+		if (source == null) {
+			source = this.beanFactory.getBeanProvider(InstantSource.class).getIfAvailable(InstantSource::system);
+			this.wallClock = source;
+		}
+		return source;
 	}
 
 	private List<BucketBackend> backends() {

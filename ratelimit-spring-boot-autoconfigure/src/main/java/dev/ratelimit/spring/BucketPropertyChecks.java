@@ -2,6 +2,7 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -12,6 +13,7 @@ import java.util.TreeMap;
 import java.util.stream.Collectors;
 import java.util.regex.Pattern;
 
+import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.context.properties.bind.BindException;
@@ -42,7 +44,7 @@ final class BucketPropertyChecks {
 
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
-			"max-wait", "burst-ratio", "max-backlog", "backend", "redis.key-prefix", "redis.timeout",
+			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
 			"redis.on-failure", "redis.lease", "keys.max", "mode");
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
@@ -52,7 +54,8 @@ final class BucketPropertyChecks {
 
 	/** Properties bound to enums, with their values as written and how to say them. */
 	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES = Map.of(
-			"type", Map.entry(values(BucketType.values()), "shared or hybrid"),
+			"type", Map.entry(values(BucketType.values()), BucketDefinition.TYPES_ACCEPTED),
+			"calendar", Map.entry(values(QuotaCalendar.Unit.values()), BucketDefinition.CALENDAR_ACCEPTED),
 			"backend", Map.entry(values(Backend.values()), "local or redis"),
 			"redis.on-failure", Map.entry(values(OnFailure.values()), "allow, deny or local"),
 			"mode", Map.entry(values(BucketMode.values()), "enforce or shadow"));
@@ -86,6 +89,7 @@ final class BucketPropertyChecks {
 			Map.entry("burst-ratio", new Typed(Double.class, "a number >= 1.0, fractions allowed (1.0 never catches up)")),
 			Map.entry("max-backlog", new Typed(Duration.class, "a duration >= 0 " + DURATION_FORMS
 					+ " (leave it out for no bound)")),
+			Map.entry("zone", new Typed(ZoneId.class, "a time zone ID, e.g. UTC, Europe/Berlin or +05:30")),
 			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
 			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
 			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));

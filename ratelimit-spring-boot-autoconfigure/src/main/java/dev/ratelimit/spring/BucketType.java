@@ -11,12 +11,15 @@ public enum BucketType {
 	SHARED,
 
 	/** The three-pool pacer ({@code HybridRateLimiter}): holds a schedule. */
-	HYBRID;
+	HYBRID,
+
+	/** The calendar quota ({@code CalendarQuota}): a fixed allowance per calendar period. */
+	QUOTA;
 
 	/**
 	 * The value as written in the configuration and shown by the endpoint.
 	 *
-	 * @return {@code shared} or {@code hybrid}
+	 * @return {@code shared}, {@code hybrid} or {@code quota}
 	 */
 	public String value() {
 		return name().toLowerCase(Locale.ROOT);

@@ -71,6 +71,10 @@ final class ConfiguredBucket implements RegisteredBucket {
 	/** Brings a key's bucket made from an older definition to the template's settings (K4). */
 	private void bringUpToDate(RateLimiter bucket) {
 		BucketDefinition current = this.definition;
+		if (current instanceof BucketDefinition.Quota quota) {
+			bucket.updateLimit(quota.limit()); // (a quota has no rate)
+			return;
+		}
 		bucket.updateRate(current.exactRate().tokens(), current.exactRate().period());
 		if (current instanceof BucketDefinition.Shared shared) {
 			bucket.updateLimit(shared.limit());

@@ -69,6 +69,9 @@ final class CoreArguments {
 	}
 
 	private static @Nullable Object limit(BucketDefinition definition) {
+		if (definition instanceof BucketDefinition.Quota quota) {
+			return quota.limit();
+		}
 		return (definition instanceof BucketDefinition.Shared shared) ? (Object) shared.limit()
 				: ((BucketDefinition.Hybrid) definition).limit();
 	}

@@ -1,6 +1,7 @@
 package dev.ratelimit.spring;
 
 
+import dev.ratelimit.core.CalendarQuota;
 import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
@@ -73,7 +74,11 @@ public final class RateLimitBucketRegistrar
 		if (definition.backend() != Backend.LOCAL) {
 			return RateLimiter.class;
 		}
-		return definition.type() == BucketType.HYBRID ? HybridRateLimiter.class : SharedTokenBucket.class;
+		return switch (definition.type()) {
+			case HYBRID -> HybridRateLimiter.class;
+			case QUOTA -> CalendarQuota.class;
+			case SHARED -> SharedTokenBucket.class;
+		};
 	}
 
 	private RateLimiter create(BucketDefinition definition) {

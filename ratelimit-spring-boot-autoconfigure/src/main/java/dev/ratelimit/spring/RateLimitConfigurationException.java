@@ -95,6 +95,22 @@ public class RateLimitConfigurationException extends IllegalStateException {
 	}
 
 	/**
+	 * A property that a calendar quota does not take (it has no rate, no initial level, no release, no
+	 * pacing).
+	 *
+	 * @param bucket the bucket name
+	 * @param property the property, relative to the bucket
+	 * @param accepted the properties a quota takes
+	 * @return the exception
+	 */
+	public static RateLimitConfigurationException notForQuota(String bucket, String property, String accepted) {
+		return new RateLimitConfigurationException(
+				"Bucket '" + bucket + "': " + propertyName(bucket, property) + " does not apply to a quota (type quota):"
+						+ " a quota holds limit tokens per calendar period, all there at its start, and has no rate.",
+				"Remove " + propertyName(bucket, property) + ". A quota takes " + accepted + ".");
+	}
+
+	/**
 	 * A property name that no bucket knows, e.g. a typo.
 	 *
 	 * @param bucket the bucket name

@@ -2,11 +2,13 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.time.ZoneId;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
+import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
@@ -302,8 +304,8 @@ public class RateLimitProperties {
 	public static class Bucket {
 
 		/**
-		 * Kind of limiter: shared (the rover token bucket, bursts up to limit) or hybrid (the three-pool
-		 * pacer that holds a schedule).
+		 * Kind of limiter: shared (the rover token bucket, bursts up to limit), hybrid (the three-pool
+		 * pacer that holds a schedule) or quota (a fixed allowance of limit tokens per calendar period).
 		 */
 		private BucketType type = BucketType.SHARED;
 
@@ -319,9 +321,24 @@ public class RateLimitProperties {
 
 		/**
 		 * Shared: most tokens banked, the largest burst (default one period's rate, at least 1). Hybrid:
-		 * the active pool in operations (default the larger of 1 ms of operations and 2).
+		 * the active pool in operations (default the larger of 1 ms of operations and 2). Quota (required):
+		 * the tokens of each calendar period, all there at its start.
 		 */
 		private @Nullable Long limit;
+
+		/**
+		 * Quota only (required): the calendar period whose boundaries refill it: minute, hour, day, week
+		 * (from Monday), month or year.
+		 */
+		private QuotaCalendar.@Nullable Unit calendar;
+
+		/**
+		 * Quota only: the time zone of the calendar, e.g. Europe/Berlin (default UTC).
+		 */
+		private @Nullable ZoneId zone;
+
+		/** Whether the period was set (a quota refuses it; its default does not count). */
+		private boolean periodSet;
 
 		/**
 		 * Shared only: tokens available at start, 0 to limit (default limit, a full bucket).
@@ -401,6 +418,32 @@ public class RateLimitProperties {
 
 		public void setPeriod(Duration period) {
 			this.period = period;
+			this.periodSet = true;
+		}
+
+		/**
+		 * Whether {@code period} was set rather than left at its default.
+		 *
+		 * @return {@code true} when it was set
+		 */
+		boolean isPeriodSet() {
+			return this.periodSet;
+		}
+
+		public QuotaCalendar.@Nullable Unit getCalendar() {
+			return this.calendar;
+		}
+
+		public void setCalendar(QuotaCalendar.@Nullable Unit calendar) {
+			this.calendar = calendar;
+		}
+
+		public @Nullable ZoneId getZone() {
+			return this.zone;
+		}
+
+		public void setZone(@Nullable ZoneId zone) {
+			this.zone = zone;
 		}
 
 		public @Nullable Long getLimit() {

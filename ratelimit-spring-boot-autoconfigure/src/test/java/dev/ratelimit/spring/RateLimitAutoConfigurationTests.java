@@ -118,7 +118,7 @@ class RateLimitAutoConfigurationTests {
 			"rate|0|ratelimit.buckets.b.rate is 0|a number > 0", "limit|0|ratelimit.buckets.b.limit is 0|>= 1",
 			"initial|11|ratelimit.buckets.b.initial is 11|from 0 to the limit (10)",
 			"max-wait|-1s|ratelimit.buckets.b.max-wait is PT-1S|a duration >= 0",
-			"type|bursty|ratelimit.buckets.b.type is 'bursty'|shared or hybrid",
+			"type|bursty|ratelimit.buckets.b.type is 'bursty'|shared, hybrid or quota",
 			"backend|memcached|ratelimit.buckets.b.backend is 'memcached'|local or redis",
 			"redis.on-failure|retry|ratelimit.buckets.b.redis.on-failure is 'retry'|allow, deny or local",
 			"burst-ratio|1.5|ratelimit.buckets.b.burst-ratio applies to hybrid buckets only|type to hybrid",

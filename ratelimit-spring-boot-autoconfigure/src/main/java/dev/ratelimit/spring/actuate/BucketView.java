@@ -8,16 +8,17 @@ import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.RegisteredBucket;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A bucket as the {@code ratelimits} endpoint shows it, from one consistent snapshot. Every field is
  * always present; {@code pools} is {@code null} for shared buckets and serialized as such.
  *
- * @param type {@code shared} or {@code hybrid}
+ * @param type {@code shared}, {@code hybrid} or {@code quota}
  * @param backend {@code local} or {@code redis}
  * @param rate tokens per period, as configured (or as retuned, through this instance or, for a Redis
- *        bucket, through any)
- * @param period the period, ISO-8601
+ *        bucket, through any); a quota: its limit
+ * @param period the period, ISO-8601; a quota: the length of the running calendar period
  * @param limit shared: the most tokens banked; hybrid: the active pool in operations
  * @param available tokens a caller could take now without waiting
  * @param deficiency tokens claimed by waiting callers but not yet there
@@ -32,11 +33,13 @@ import dev.ratelimit.spring.RegisteredBucket;
  *        (its own mode, or {@code ratelimit.mode: shadow}); a key's bucket shows its template's
  * @param keys keys with a bucket of their own now (0 for a bucket never used with a key, and in the
  *        view of one key's bucket)
+ * @param resetsAt quotas: the next boundary of the calendar, when the allowance is there again
+ *        (ISO-8601 instant); {@code null} for every other bucket, serialized as such
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
-		Pools pools, String behindSchedule, String mode, int keys) {
+		@Nullable Pools pools, String behindSchedule, String mode, int keys, @Nullable String resetsAt) {
 
 	/**
 	 * The pacer's pools, in operations.
@@ -72,7 +75,12 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
 		BigDecimal rate = bucket.rate();
 		Duration period = bucket.period();
-		if (!Rate.of(s.rate(), s.period()).equals(Rate.of(rate, period))) {
+		if (s.resetsAt() != null) {
+			// a quota: its limit per the running calendar period (a day of 23 hours is PT23H)
+			rate = BigDecimal.valueOf(s.rate());
+			period = s.period();
+		}
+		else if (!Rate.of(s.rate(), s.period()).equals(Rate.of(rate, period))) {
 			// retuned elsewhere (a Redis bucket retuned through another instance): show the rate in effect
 			rate = BigDecimal.valueOf(s.rate());
 			period = s.period();
@@ -80,7 +88,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
-				bucket.stats().mode().value(), keys);
+				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null);
 	}
 
 	/**

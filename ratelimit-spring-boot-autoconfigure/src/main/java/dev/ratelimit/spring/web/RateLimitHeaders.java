@@ -19,7 +19,8 @@ import org.jspecify.annotations.Nullable;
  * {@code RateLimit-Policy: "<bucket>";q=<limit>;w=<seconds for limit tokens>} and
  * {@code RateLimit: "<bucket>";r=<tokens left>;t=<seconds until full>}, for the bucket closest to
  * refusing: the fewest tokens left, and on a tie the longest time until full. Seconds are whole,
- * rounded up; tokens left are whole, rounded down.
+ * rounded up; tokens left are whole, rounded down. For a calendar quota (revision 3), {@code t} is the
+ * time until its next boundary and {@code w} the length of the running calendar period.
  *
  * <p>On a 429 the fields describe the refusing bucket as it was when it refused ({@link #atRefusal}):
  * they are read from a snapshot taken after the refusal, and a token may have arrived in between (or
@@ -105,7 +106,9 @@ public final class RateLimitHeaders {
 		BigDecimal period = BigDecimal.valueOf(s.period().toNanos());
 		BigDecimal limit = new BigDecimal(s.limit());
 		long window = seconds(limit.multiply(period), perPeriod);
-		Duration untilFull = s.untilFull();
+		// a quota (revision 3): t is the time until its next boundary, whatever it holds, and w the running
+		// calendar period's length (its rate is its limit per that period, so the window above is that)
+		Duration untilFull = (s.resetsAt() != null) ? s.untilReset() : s.untilFull();
 		long reset = untilFull.getSeconds() + ((untilFull.getNano() > 0) ? 1 : 0);
 		return new Level(bucket, (long) s.limit(), window, (long) Math.floor(s.available()), reset, untilFull);
 	}

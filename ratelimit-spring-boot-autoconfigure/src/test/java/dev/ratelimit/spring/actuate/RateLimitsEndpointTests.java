@@ -50,7 +50,7 @@ class RateLimitsEndpointTests {
 			JsonNode db = json.get("buckets").get("db-writes");
 			assertThat(db.propertyNames()).containsExactlyInAnyOrder("type", "backend", "rate", "period", "limit",
 					"available", "deficiency", "waiting", "inFlight", "cappedRelease", "granted", "rejected", "pools",
-					"behindSchedule", "mode", "keys");
+					"behindSchedule", "mode", "keys", "resetsAt");
 			assertThat(db.get("mode").asString()).isEqualTo("enforce");
 			assertThat(db.get("type").asString()).isEqualTo("shared");
 			assertThat(db.get("backend").asString()).isEqualTo("local");
@@ -65,6 +65,7 @@ class RateLimitsEndpointTests {
 			assertThat(db.get("granted").asLong()).isZero();
 			assertThat(db.get("rejected").asLong()).isZero();
 			assertThat(db.get("pools").isNull()).isTrue();
+			assertThat(db.get("resetsAt").isNull()).isTrue(); // (quotas only; serialized, not omitted)
 			assertThat(db.get("behindSchedule").asString()).isEqualTo("PT0S");
 			JsonNode feed = json.get("buckets").get("feed");
 			assertThat(feed.get("type").asString()).isEqualTo("hybrid");
