@@ -291,7 +291,7 @@ final class BucketPropertyChecks {
 		String text = conversion.resolved(value);
 		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
 		if (choices != null && !choices.getKey().contains(enumValue(text))) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin, choices.getValue());
 		}
 		if (DURATIONS.contains(property) && WHOLE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {
