@@ -118,6 +118,19 @@ class PublicApiHttpTests {
 		assertThat(view.body()).contains("\"mode\":\"enforce\"");
 	}
 
+	/**
+	 * The README's {@code curl localhost:8080/actuator/health/ratelimits}: Boot answers a component's
+	 * health 404 unless components are shown, which the sample did not do.
+	 */
+	@Test
+	void theRateLimitsHealthOfTheReadmeAnswers() throws Exception {
+		URI uri = URI.create("http://127.0.0.1:" + this.port + "/actuator/health/ratelimits");
+		HttpResponse<String> health = this.http.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(30)).build(),
+				HttpResponse.BodyHandlers.ofString());
+		assertThat(health.statusCode()).isEqualTo(200);
+		assertThat(health.body()).contains("\"status\":\"UP\"");
+	}
+
 	private static void check(HttpResponse<String> response, boolean refusal, ConcurrentLinkedQueue<String> wrong) {
 		String policy = response.headers().firstValue("RateLimit-Policy").orElse(null);
 		String limit = response.headers().firstValue("RateLimit").orElse(null);
