@@ -1,6 +1,5 @@
 package dev.ratelimit.spring.aop;
 
-import java.io.IOException;
 import java.net.URL;
 import java.net.URLClassLoader;
 import java.nio.file.Files;
@@ -38,7 +37,7 @@ class CompiledWithoutParametersTests {
 	@Test
 	void aKeyNamingAParameterWhoseNameIsNotCompiledInFailsStartUpSayingWhatToDo() throws Exception {
 		Class<?> quotes = compileWithoutParameters("#user");
-		this.runner.withBean(quotes).run((context) -> {
+		this.runner.withClassLoader(quotes.getClassLoader()).withBean(quotes).run((context) -> {
 			assertThat(context).hasFailed();
 			assertThat(context.getStartupFailure()).rootCause()
 				.hasMessageContaining("key '#user' of @RateLimited on fixture.Quotes.quote")
@@ -50,7 +49,7 @@ class CompiledWithoutParametersTests {
 	@Test
 	void aKeyByPositionWorksWithoutParameterNames() throws Exception {
 		Class<?> quotes = compileWithoutParameters("#p0");
-		this.runner.withBean(quotes).run((context) -> {
+		this.runner.withClassLoader(quotes.getClassLoader()).withBean(quotes).run((context) -> {
 			assertThat(context).hasNotFailed();
 			Object bean = context.getBean(quotes);
 			assertThat(quotes.getMethod("quote", String.class).invoke(bean, "bob")).isEqualTo("bob");
@@ -58,7 +57,7 @@ class CompiledWithoutParametersTests {
 		});
 	}
 
-	private Class<?> compileWithoutParameters(String key) throws IOException, ClassNotFoundException {
+	private Class<?> compileWithoutParameters(String key) throws Exception {
 		Path source = this.dir.resolve("src/fixture/Quotes.java");
 		Files.createDirectories(source.getParent());
 		Files.writeString(source, """
