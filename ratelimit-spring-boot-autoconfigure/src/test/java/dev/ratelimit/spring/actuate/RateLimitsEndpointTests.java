@@ -8,6 +8,7 @@ import com.fasterxml.jackson.annotation.JsonInclude;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -111,8 +112,11 @@ class RateLimitsEndpointTests {
 				RateLimitsEndpoint endpoint = context.getBean(RateLimitsEndpoint.class);
 				RegisteredBucket bucket = context.getBean(RateLimiterRegistry.class).find("per-user").orElseThrow();
 				assertThat(endpoint.bucket("per-user").shadowRejected()).isZero();
-				bucket.keyed().bucketOf("alice").tryAcquire(3);
-				bucket.keyed().bucketOf("bob").tryAcquire(1);
+				for (String key : new String[] { "alice", "bob" }) {
+					KeyedBuckets.Entry entry = bucket.keyed().pin(key);
+					assertThat(entry.limiter().tryAcquire("alice".equals(key) ? 3 : 1)).isTrue();
+					entry.unpin();
+				}
 				endpoint.update("per-user", null, 5L, null);
 				BucketView view = endpoint.bucket("per-user");
 				assertThat(view.keys()).isEqualTo(2);
