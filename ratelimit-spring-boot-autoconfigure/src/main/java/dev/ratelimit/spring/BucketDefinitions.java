@@ -1,7 +1,9 @@
 package dev.ratelimit.spring;
 
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
@@ -31,17 +33,45 @@ public final class BucketDefinitions {
 	 *
 	 * @param properties the bound properties
 	 * @return the definitions
-	 * @throws RateLimitConfigurationException for the first invalid bucket
+	 * @throws RateLimitConfigurationException for every invalid bucket, all at once
 	 */
 	public static BucketDefinitions of(RateLimitProperties properties) {
+		List<RateLimitConfigurationException> errors = new ArrayList<>();
+		BucketDefinitions definitions = of(properties, Set.of(), errors);
+		if (!errors.isEmpty()) {
+			throw RateLimitConfigurationException.of(errors);
+		}
+		return definitions;
+	}
+
+	/**
+	 * Checks every bucket of the properties, gathering the errors of every bucket (issue #30: every
+	 * error at once) rather than stopping at the first.
+	 *
+	 * @param properties the bound properties
+	 * @param skipped buckets not to check (their properties already failed a check)
+	 * @param errors where the errors go, in configuration order
+	 * @return the definitions of the buckets that are valid
+	 */
+	static BucketDefinitions of(RateLimitProperties properties, Set<String> skipped,
+			List<RateLimitConfigurationException> errors) {
 		Map<String, BucketDefinition> definitions = new LinkedHashMap<>();
 		Map<String, BucketMode> modes = new LinkedHashMap<>();
 		properties.getBuckets().forEach((name, bucket) -> {
-			definitions.put(name, BucketDefinition.of(name, bucket));
-			if (bucket.getMode() == null) {
-				throw RateLimitConfigurationException.invalidProperty(name, "mode", null, "enforce or shadow");
+			if (skipped.contains(name)) {
+				return;
 			}
-			modes.put(name, bucket.getMode());
+			try {
+				BucketDefinition definition = BucketDefinition.of(name, bucket);
+				if (bucket.getMode() == null) {
+					throw RateLimitConfigurationException.invalidProperty(name, "mode", null, "enforce or shadow");
+				}
+				definitions.put(name, definition);
+				modes.put(name, bucket.getMode());
+			}
+			catch (RateLimitConfigurationException ex) {
+				errors.add(ex);
+			}
 		});
 		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW);
 	}

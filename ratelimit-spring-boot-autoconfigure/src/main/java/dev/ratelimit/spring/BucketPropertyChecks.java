@@ -152,24 +152,63 @@ final class BucketPropertyChecks {
 	}
 
 	/**
-	 * Checks every property under {@code ratelimit.buckets}.
+	 * Checks every property under {@code ratelimit}.
 	 *
 	 * @param environment the environment
-	 * @throws RateLimitConfigurationException for the first property that fails a check
+	 * @throws RateLimitConfigurationException for every property that fails a check, all at once
 	 */
 	static void check(Environment environment) {
+		List<Found> found = errors(environment);
+		if (!found.isEmpty()) {
+			throw RateLimitConfigurationException.of(found.stream().map(Found::error).toList());
+		}
+	}
+
+	/**
+	 * An error of one property.
+	 *
+	 * @param bucket the bucket the property is of, or {@code null} outside the buckets
+	 * @param error the error
+	 */
+	record Found(@Nullable String bucket, RateLimitConfigurationException error) {
+	}
+
+	/**
+	 * Every property under {@code ratelimit} that fails a check (issue #30: every error at once).
+	 *
+	 * @param environment the environment
+	 * @return the errors, in the order of the property sources, empty when none
+	 */
+	static List<Found> errors(Environment environment) {
+		List<Found> found = new ArrayList<>();
 		List<ConfigurationPropertySource> sources = new ArrayList<>();
 		ConfigurationPropertySources.get(environment).forEach(sources::add);
+		int first = BUCKETS.getNumberOfElements();
 		for (int i = 0; i < sources.size(); i++) {
 			ConfigurationPropertySource source = sources.get(i);
 			if (source instanceof IterableConfigurationPropertySource iterable) {
 				Conversion conversion = new Conversion(environment, source, sources.subList(0, i));
-				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> check(source, name, conversion));
+				iterable.stream().filter(BUCKETS::isAncestorOf).forEach((name) -> {
+					try {
+						check(source, name, conversion);
+					}
+					catch (RateLimitConfigurationException ex) {
+						found.add(new Found(name.getElement(first, Form.ORIGINAL), ex));
+					}
+				});
 				iterable.stream()
 					.filter((name) -> RATELIMIT.isAncestorOf(name) && !BUCKETS.isAncestorOf(name) && !BUCKETS.equals(name))
-					.forEach((name) -> checkOutsideBuckets(source, name, conversion));
+					.forEach((name) -> {
+						try {
+							checkOutsideBuckets(source, name, conversion);
+						}
+						catch (RateLimitConfigurationException ex) {
+							found.add(new Found(null, ex));
+						}
+					});
 			}
 		}
+		return found;
 	}
 
 	/**
@@ -295,7 +334,7 @@ final class BucketPropertyChecks {
 		String text = conversion.resolved(value);
 		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
 		if (choices != null && !choices.getKey().contains(enumValue(text))) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, choices.getValue());
+			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin, choices.getValue());
 		}
 		if (DURATIONS.contains(property) && WHOLE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {

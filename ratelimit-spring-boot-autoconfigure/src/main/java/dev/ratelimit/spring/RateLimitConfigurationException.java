@@ -1,6 +1,7 @@
 package dev.ratelimit.spring;
 
 import java.util.Collection;
+import java.util.List;
 
 import org.jspecify.annotations.Nullable;
 
@@ -17,6 +18,8 @@ public class RateLimitConfigurationException extends IllegalStateException {
 
 	private final String action;
 
+	private final List<RateLimitConfigurationException> errors;
+
 	/**
 	 * Creates the exception.
 	 *
@@ -24,9 +27,51 @@ public class RateLimitConfigurationException extends IllegalStateException {
 	 * @param action what to do about it, naming the accepted values
 	 */
 	public RateLimitConfigurationException(String description, String action) {
+		this(description, action, List.of());
+	}
+
+	private RateLimitConfigurationException(String description, String action,
+			List<RateLimitConfigurationException> errors) {
 		super(description + " " + action);
 		this.description = description;
 		this.action = action;
+		this.errors = errors.isEmpty() ? List.of(this) : List.copyOf(errors);
+	}
+
+	/**
+	 * Every error of the configuration at once (issue #30: five mistakes took five restarts): the one
+	 * error itself when there is one, else an exception whose description numbers every error's
+	 * description, and whose action numbers every error's action, in the same order.
+	 *
+	 * @param errors the errors found, in configuration order; not empty
+	 * @return the exception to throw
+	 */
+	public static RateLimitConfigurationException of(List<RateLimitConfigurationException> errors) {
+		if (errors.isEmpty()) {
+			throw new IllegalArgumentException("no error");
+		}
+		List<RateLimitConfigurationException> each = errors.stream().flatMap((error) -> error.getErrors().stream())
+			.distinct()
+			.toList();
+		if (each.size() == 1) {
+			return each.get(0);
+		}
+		StringBuilder description = new StringBuilder("The ratelimit configuration has " + each.size() + " errors:");
+		StringBuilder action = new StringBuilder("Fix each of them:");
+		for (int i = 0; i < each.size(); i++) {
+			description.append(System.lineSeparator()).append(i + 1).append(". ").append(each.get(i).getDescription());
+			action.append(System.lineSeparator()).append(i + 1).append(". ").append(each.get(i).getAction());
+		}
+		return new RateLimitConfigurationException(description.toString(), action.toString(), each);
+	}
+
+	/**
+	 * The errors this exception reports: itself alone, or each of those {@link #of(List)} gathered.
+	 *
+	 * @return the errors, in configuration order
+	 */
+	public List<RateLimitConfigurationException> getErrors() {
+		return this.errors;
 	}
 
 	/**

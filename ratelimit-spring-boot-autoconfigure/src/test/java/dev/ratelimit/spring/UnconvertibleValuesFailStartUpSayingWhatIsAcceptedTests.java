@@ -78,6 +78,20 @@ class UnconvertibleValuesFailStartUpSayingWhatIsAcceptedTests {
 			});
 	}
 
+	/**
+	 * Issue #30: a bad {@code mode} (and any value of a bucket's enum property: {@code type},
+	 * {@code backend}, {@code redis.on-failure}) was reported without where it was set, which every other
+	 * error gives.
+	 */
+	@ParameterizedTest(name = "{0}={1}")
+	@CsvSource(delimiter = '|', value = { "MODE|enforcing|mode", "TYPE|sharred|type", "BACKEND|redls|backend" })
+	void aBadChoiceOfABucketIsNamedWithWhereItWasSet(String variable, String value, String property) {
+		withEnvironmentVariables(Map.of("RATELIMIT_BUCKETS_B_RATE", "10", "RATELIMIT_BUCKETS_B_" + variable, value))
+			.run((context) -> assertThat(failure(context).getDescription())
+				.contains("ratelimit.buckets.b." + property + " is '" + value + "'")
+				.contains("RATELIMIT_BUCKETS_B_" + variable));
+	}
+
 	/** camelCase binds to the same property, so it is checked (and named) as that property. */
 	@Test
 	void aCamelCaseNameThatDoesNotConvertIsNamedAsTheProperty() {

@@ -98,6 +98,39 @@ class PublicApiHttpTests {
 			.isGreaterThanOrEqualTo(0.99 * (5 * inner + 5));
 	}
 
+	/**
+	 * Contract revision 3, and the sample as it ships: its endpoint is exposed over HTTP, and before an
+	 * anonymous {@code POST {"mode":"shadow"}} turned its limiting off. Its writes are off unless
+	 * {@code management.endpoint.ratelimits.access=unrestricted}.
+	 */
+	@Test
+	void anAnonymousPostCannotTurnTheSamplesLimitingOff() throws Exception {
+		URI uri = URI.create("http://127.0.0.1:" + this.port + "/actuator/ratelimits/public-per-ip");
+		HttpResponse<String> post = this.http.send(HttpRequest.newBuilder(uri)
+			.header("Content-Type", "application/json")
+			.POST(HttpRequest.BodyPublishers.ofString("{\"mode\": \"shadow\"}"))
+			.timeout(Duration.ofSeconds(30))
+			.build(), HttpResponse.BodyHandlers.ofString());
+		assertThat(post.statusCode()).isBetween(400, 499);
+		HttpResponse<String> view = this.http.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(30)).build(),
+				HttpResponse.BodyHandlers.ofString());
+		assertThat(view.statusCode()).isEqualTo(200);
+		assertThat(view.body()).contains("\"mode\":\"enforce\"");
+	}
+
+	/**
+	 * The README's {@code curl localhost:8080/actuator/health/ratelimits}: Boot answers a component's
+	 * health 404 unless components are shown, which the sample did not do.
+	 */
+	@Test
+	void theRateLimitsHealthOfTheReadmeAnswers() throws Exception {
+		URI uri = URI.create("http://127.0.0.1:" + this.port + "/actuator/health/ratelimits");
+		HttpResponse<String> health = this.http.send(HttpRequest.newBuilder(uri).timeout(Duration.ofSeconds(30)).build(),
+				HttpResponse.BodyHandlers.ofString());
+		assertThat(health.statusCode()).isEqualTo(200);
+		assertThat(health.body()).contains("\"status\":\"UP\"");
+	}
+
 	private static void check(HttpResponse<String> response, boolean refusal, ConcurrentLinkedQueue<String> wrong) {
 		String policy = response.headers().firstValue("RateLimit-Policy").orElse(null);
 		String limit = response.headers().firstValue("RateLimit").orElse(null);

@@ -20,9 +20,12 @@ import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The whole application on a random port, driven over HTTP as a user would.
+ * The whole application on a random port, driven over HTTP as a user would; as an operator who turned
+ * the endpoint's writes on ({@code management.endpoint.ratelimits.access=unrestricted}), which the
+ * sample leaves off.
  */
-@SpringBootTest(webEnvironment = WebEnvironment.RANDOM_PORT)
+@SpringBootTest(webEnvironment = WebEnvironment.RANDOM_PORT,
+		properties = "management.endpoint.ratelimits.access=unrestricted")
 class SampleApplicationTests {
 
 	private static final JsonMapper JSON = JsonMapper.builder().build();

@@ -20,7 +20,9 @@ import org.jspecify.annotations.Nullable;
  *        bucket, through any); a quota: its limit
  * @param period the period, ISO-8601; a quota: the length of the running calendar period
  * @param limit shared: the most tokens banked; hybrid: the active pool in operations
- * @param available tokens a caller could take now without waiting
+ * @param available tokens a caller could take now without waiting; for a bucket used with a key (its
+ *        {@code keys} above 0), what a new key's bucket starts with (its limit: a key's bucket starts
+ *        full), not the template's own bucket, which keyed calls never take from
  * @param deficiency tokens claimed by waiting callers but not yet there
  * @param waiting callers waiting now
  * @param inFlight tokens taken by calls that have not released them (capped release)
@@ -35,11 +37,15 @@ import org.jspecify.annotations.Nullable;
  *        view of one key's bucket)
  * @param resetsAt quotas: the next boundary of the calendar, when the allowance is there again
  *        (ISO-8601 instant); {@code null} for every other bucket, serialized as such
+ * @param shadowRejected calls the bucket would have refused in shadow mode, which ran (the meter's
+ *        {@code outcome=shadow-rejected}); 0 when none; in a key's view, the bucket's (every key's calls),
+ *        as {@code granted} and {@code rejected}
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
-		@Nullable Pools pools, String behindSchedule, String mode, int keys, @Nullable String resetsAt) {
+		@Nullable Pools pools, String behindSchedule, String mode, int keys, @Nullable String resetsAt,
+		long shadowRejected) {
 
 	/**
 	 * The pacer's pools, in operations.
@@ -58,7 +64,16 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 * @return its view
 	 */
 	public static BucketView of(RegisteredBucket bucket) {
-		return of(bucket, bucket.limiter(), bucket.keys());
+		int keys = bucket.keys();
+		BucketView view = of(bucket, bucket.limiter(), keys);
+		if (keys == 0) {
+			return view;
+		}
+		// a keyed template: what an operator asks is what a new key gets, a full bucket at the limit in
+		// force (retunes included); the template's own bucket is never taken from by keyed calls
+		return new BucketView(view.type, view.backend, view.rate, view.period, view.limit, view.limit,
+				view.deficiency, view.waiting, view.inFlight, view.cappedRelease, view.granted, view.rejected,
+				view.pools, view.behindSchedule, view.mode, keys, view.resetsAt, view.shadowRejected);
 	}
 
 	/**
@@ -88,7 +103,8 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
-				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null);
+				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null,
+				bucket.stats().shadowRejected());
 	}
 
 	/**

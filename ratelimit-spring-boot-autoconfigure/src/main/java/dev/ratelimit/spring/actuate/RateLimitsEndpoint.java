@@ -11,6 +11,7 @@ import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.jspecify.annotations.Nullable;
 
+import org.springframework.boot.actuate.endpoint.Access;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
@@ -32,11 +33,13 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * </ul>
  *
  * <p>Like every actuator endpoint it is available over JMX, and over HTTP only when the application
- * exposes it: {@code management.endpoints.web.exposure.include=health,ratelimits}. The write operation
- * changes production limits: expose it only behind the actuator's usual security (for example a
- * Spring Security rule that requires an operator role for {@code POST /actuator/**}).
+ * exposes it: {@code management.endpoints.web.exposure.include=health,ratelimits}. Its access is
+ * read-only by default (contract revision 3): the write operation can turn limiting off, so it is
+ * reachable only with {@code management.endpoint.ratelimits.access: unrestricted}, and then it should
+ * sit behind the actuator's usual security (for example a Spring Security rule that requires an
+ * operator role for {@code POST /actuator/**}).
  */
-@Endpoint(id = "ratelimits")
+@Endpoint(id = "ratelimits", defaultAccess = Access.READ_ONLY)
 public class RateLimitsEndpoint {
 
 	private final RateLimiterRegistry registry;

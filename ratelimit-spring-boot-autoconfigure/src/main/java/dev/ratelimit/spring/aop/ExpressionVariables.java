@@ -116,6 +116,38 @@ final class ExpressionVariables {
 		}
 	}
 
+	/**
+	 * Checks an expression of a method whose parameters' names are not known (its class was compiled
+	 * without {@code -parameters}): SpEL would give every {@code #name} the value {@code null} at every
+	 * call, so a name that is not by position ({@code #p0}, {@code #a0}), {@code #root}, {@code #this} or
+	 * one of {@code extra} fails start-up (contract revision 3).
+	 *
+	 * @param attribute the annotation's attribute, for the message
+	 * @param source the expression
+	 * @param positions how many parameters the method has
+	 * @param where the annotation, naming the method, for the message
+	 * @param extra the call's other variables
+	 * @throws IllegalArgumentException naming the expression, the method and the two ways out
+	 */
+	static void checkWithoutNames(String attribute, String source, int positions, String where, Set<String> extra) {
+		SpelExpression expression;
+		try {
+			expression = PARSER.parseRaw(source.trim());
+		}
+		catch (RuntimeException ex) {
+			return; // its parser says so
+		}
+		List<String> unknown = new ArrayList<>();
+		collect(expression.getAST(), List.of(), extra, positions, unknown);
+		if (!unknown.isEmpty()) {
+			throw new IllegalArgumentException(attribute + " '" + source + "' of " + where + " names #" + unknown.get(0)
+					+ ", but the names of the method's parameters are not known: its class was compiled without"
+					+ " -parameters, and #" + unknown.get(0) + " would be null at every call. Compile with -parameters"
+					+ " (Spring Boot's Maven parent and Gradle plugin do), or name the parameters by position: #p0 or"
+					+ " #a0 for the first, #p1 or #a1 for the second");
+		}
+	}
+
 	private static void collect(SpelNode node, List<String> parameters, Set<String> extra, int count,
 			List<String> unknown) {
 		if (node instanceof VariableReference) {

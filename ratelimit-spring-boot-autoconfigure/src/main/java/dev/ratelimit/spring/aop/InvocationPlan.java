@@ -191,14 +191,18 @@ final class InvocationPlan {
 		int fallbacks = 0;
 		// the variables of a class's annotation are not checked: it applies to methods with other parameters,
 		// and its expressions may say what to do without them (#rows?.size() ?: 1)
-		List<String> parameters = RateLimitAdvisor.declaredOnMethod(method, targetClass)
-				? ExpressionVariables.parameterNames(method, targetClass) : null;
+		List<String> names = ExpressionVariables.parameterNames(method, targetClass);
+		List<String> parameters = RateLimitAdvisor.declaredOnMethod(method, targetClass) ? names : null;
 		for (RateLimited annotation : annotations) {
 			if (!annotation.fallback().isBlank()) {
 				fallbacks++;
 				FallbackMethod.resolve(annotation.fallback().trim(), method, targetClass, where);
 			}
 			checkAnnotation(annotation, parameters, method.getParameterCount(), where);
+			if (names == null) {
+				// compiled without -parameters: a name would be null at every call (contract revision 3)
+				checkWithoutNames(annotation, method.getParameterCount(), where);
+			}
 		}
 		if (KotlinDetector.isSuspendingFunction(method)) {
 			checkSuspendable(method);
@@ -222,6 +226,21 @@ final class InvocationPlan {
 					+ " kotlinx-coroutines-reactor on the class path to be limited without blocking a thread.",
 					"Add org.jetbrains.kotlinx:kotlinx-coroutines-reactor (and io.projectreactor:reactor-core) to the"
 							+ " application.");
+		}
+	}
+
+	private static void checkWithoutNames(RateLimited annotation, int positions, String where) {
+		ExpressionVariables.checkWithoutNames("cost", annotation.cost(), positions, where, Set.of());
+		if (!annotation.key().isBlank()) {
+			ExpressionVariables.checkWithoutNames("key", annotation.key(), positions, where, Set.of());
+		}
+		if (!annotation.refundIf().isBlank()) {
+			ExpressionVariables.checkWithoutNames("refundIf", annotation.refundIf(), positions, where,
+					ExpressionVariables.COMPLETION);
+		}
+		if (!annotation.settle().isBlank()) {
+			ExpressionVariables.checkWithoutNames("settle", annotation.settle(), positions, where,
+					ExpressionVariables.COMPLETION);
 		}
 	}
 

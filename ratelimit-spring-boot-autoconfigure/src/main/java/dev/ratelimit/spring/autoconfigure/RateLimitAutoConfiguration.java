@@ -1,5 +1,7 @@
 package dev.ratelimit.spring.autoconfigure;
 
+import java.util.List;
+import java.util.Set;
 import java.util.concurrent.Executor;
 
 import dev.ratelimit.core.RateLimiter;
@@ -43,6 +45,8 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.web.servlet.FilterRegistrationBean;
+import org.springframework.context.ApplicationContext;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
@@ -70,8 +74,28 @@ public final class RateLimitAutoConfiguration {
 
 	@Bean
 	static RateLimitBucketRegistrar rateLimitBucketRegistrar() {
-		return new RateLimitBucketRegistrar();
+		return new RateLimitBucketRegistrar(List.of(RateLimitAutoConfiguration::webRuleErrors));
 	}
+
+	/**
+	 * The web rules' errors, reported with the buckets' (every error of the tree at once), where the
+	 * rules are checked at all: where {@link WebRulesConfiguration} registered its {@link WebRules} (a web
+	 * application with Spring's path patterns, and no {@code WebRules} bean of its own), which it has
+	 * when the registrar runs.
+	 */
+	private static List<RateLimitConfigurationException> webRuleErrors(RateLimitProperties properties,
+			BucketDefinitions definitions, Set<String> invalid, ApplicationContext context) {
+		if (!(context instanceof ConfigurableApplicationContext configurable)
+				|| !configurable.getBeanFactory().containsBeanDefinition(WEB_RULES_BEAN_NAME)
+				|| !WEB_RULES_BEAN_NAME.equals(
+						configurable.getBeanFactory().getBeanDefinition(WEB_RULES_BEAN_NAME).getFactoryMethodName())) {
+			return List.of();
+		}
+		return WebRules.errors(properties.getWeb().getRules(), definitions, invalid);
+	}
+
+	/** The name of the web rules' bean, its factory method's. */
+	private static final String WEB_RULES_BEAN_NAME = "rateLimitWebRules";
 
 	@Configuration(proxyBeanMethods = false)
 	@ConditionalOnMissingClass("io.micrometer.core.instrument.MeterRegistry")

@@ -228,15 +228,47 @@ public final class WebRules {
 	 */
 	public static WebRules of(List<RateLimitProperties.Rule> rules, BucketDefinitions definitions,
 			Supplier<RateLimiterRegistry> registry) {
-		if (rules.size() > 64) {
-			throw new RateLimitConfigurationException("ratelimit.web.rules has " + rules.size() + " rules.",
-					"Keep at most 64 rules (several paths and methods fit in one).");
+		List<RateLimitConfigurationException> errors = errors(rules, definitions, Set.of());
+		if (!errors.isEmpty()) {
+			throw RateLimitConfigurationException.of(errors);
 		}
 		List<Compiled> compiled = new ArrayList<>();
 		for (int i = 0; i < rules.size(); i++) {
 			compiled.add(compile(i, rules.get(i), definitions));
 		}
 		return new WebRules(compiled.toArray(new Compiled[0]), registry);
+	}
+
+	/**
+	 * The errors of every rule (issue #30: start-up reports every error of the {@code ratelimit} tree at
+	 * once), each as {@link #of} would report it alone.
+	 *
+	 * @param rules the configured rules
+	 * @param definitions the configured buckets that are valid
+	 * @param invalid configured buckets that are not (their errors are reported already): a rule naming
+	 *        one is not checked
+	 * @return the errors, in the rules' order, empty when none
+	 */
+	public static List<RateLimitConfigurationException> errors(List<RateLimitProperties.Rule> rules,
+			BucketDefinitions definitions, Set<String> invalid) {
+		if (rules.size() > 64) {
+			return List.of(new RateLimitConfigurationException("ratelimit.web.rules has " + rules.size() + " rules.",
+					"Keep at most 64 rules (several paths and methods fit in one)."));
+		}
+		List<RateLimitConfigurationException> errors = new ArrayList<>();
+		for (int i = 0; i < rules.size(); i++) {
+			RateLimitProperties.Rule rule = rules.get(i);
+			if (rule.getBucket() != null && invalid.contains(rule.getBucket().trim())) {
+				continue;
+			}
+			try {
+				compile(i, rule, definitions);
+			}
+			catch (RateLimitConfigurationException ex) {
+				errors.add(ex);
+			}
+		}
+		return errors;
 	}
 
 	private static Compiled compile(int index, RateLimitProperties.Rule rule, BucketDefinitions definitions) {

@@ -7,7 +7,11 @@ import java.util.concurrent.atomic.AtomicLong;
 import com.fasterxml.jackson.annotation.JsonInclude;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.autoconfigure.RateLimitEndpointAutoConfiguration;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
@@ -50,7 +54,8 @@ class RateLimitsEndpointTests {
 			JsonNode db = json.get("buckets").get("db-writes");
 			assertThat(db.propertyNames()).containsExactlyInAnyOrder("type", "backend", "rate", "period", "limit",
 					"available", "deficiency", "waiting", "inFlight", "cappedRelease", "granted", "rejected", "pools",
-					"behindSchedule", "mode", "keys", "resetsAt");
+					"behindSchedule", "mode", "keys", "resetsAt",
+					"shadowRejected");
 			assertThat(db.get("mode").asString()).isEqualTo("enforce");
 			assertThat(db.get("type").asString()).isEqualTo("shared");
 			assertThat(db.get("backend").asString()).isEqualTo("local");
@@ -93,6 +98,41 @@ class RateLimitsEndpointTests {
 			assertThat(feed.behindSchedule()).isEqualTo("PT1.9995S");
 			assertThat(feed.pools().waiting()).isEqualTo(24_000L - 6L);
 		});
+	}
+
+	/**
+	 * Issue #30: a keyed bucket's view showed its template's own bucket, which keyed calls never take from
+	 * ({@code available: 3} beside {@code keys: 2}, and after a retune still the old figure); what an
+	 * operator asks is what a new key gets. Shadow refusals were in the meter only.
+	 */
+	@Test
+	void aKeyedBucketsViewShowsWhatANewKeysBucketStartsWithAndEveryViewCountsShadowRefusals() {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.per-user.rate=1", "ratelimit.buckets.per-user.limit=3",
+					"ratelimit.buckets.per-user.max-wait=0")
+			.run((context) -> {
+				RateLimitsEndpoint endpoint = context.getBean(RateLimitsEndpoint.class);
+				RegisteredBucket bucket = context.getBean(RateLimiterRegistry.class).find("per-user").orElseThrow();
+				assertThat(endpoint.bucket("per-user").shadowRejected()).isZero();
+				for (String key : new String[] { "alice", "bob" }) {
+					KeyedBuckets.Entry entry = bucket.keyed().pin(key);
+					assertThat(entry.limiter().tryAcquire("alice".equals(key) ? 3 : 1)).isTrue();
+					entry.unpin();
+				}
+				endpoint.update("per-user", null, 5L, null);
+				BucketView view = endpoint.bucket("per-user");
+				assertThat(view.keys()).isEqualTo(2);
+				assertThat(view.limit().longValue()).isEqualTo(5);
+				assertThat(view.available().longValue()).as("a new key's bucket starts full, at the limit in force")
+					.isEqualTo(5);
+				assertThat(endpoint.key("per-user", "alice").available().longValue()).isZero();
+				bucket.stats().mode(BucketMode.SHADOW);
+				bucket.stats().refused();
+				bucket.stats().refused();
+				assertThat(endpoint.bucket("per-user").shadowRejected()).isEqualTo(2);
+				assertThat(endpoint.key("per-user", "bob").shadowRejected()).isEqualTo(2);
+				assertThat(endpoint.bucket("db-writes").shadowRejected()).isZero();
+			});
 	}
 
 	@Test

@@ -37,6 +37,7 @@ import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.
  */
 @SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.MOCK,
 		properties = { "management.endpoints.web.exposure.include=ratelimits",
+				"management.endpoint.ratelimits.access=unrestricted",
 				"ratelimit.buckets.db-writes.rate=500", "ratelimit.buckets.db-writes.limit=100",
 				"ratelimit.buckets.db-writes.capped-release=true", "ratelimit.buckets.feed.type=hybrid",
 				"ratelimit.buckets.feed.rate=12000", "ratelimit.buckets.feed.burst-ratio=1.5" })

@@ -1,0 +1,63 @@
+package dev.ratelimit.spring.actuate;
+
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.http.MediaType;
+import org.springframework.test.web.servlet.MockMvc;
+import org.springframework.test.web.servlet.setup.MockMvcBuilders;
+import org.springframework.web.context.WebApplicationContext;
+
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.get;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.post;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.jsonPath;
+import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.status;
+
+/**
+ * Contract revision 3: the endpoint's write operations can turn limiting off, so an application that
+ * exposes the endpoint without {@code management.endpoint.ratelimits.access: unrestricted} can read it
+ * but not retune a bucket or switch its mode. (With the property, {@link RateLimitsEndpointWebTests}.)
+ */
+@SpringBootTest(webEnvironment = SpringBootTest.WebEnvironment.MOCK,
+		properties = { "management.endpoints.web.exposure.include=ratelimits", "ratelimit.buckets.db-writes.rate=500",
+				"ratelimit.buckets.db-writes.limit=100" })
+class EndpointWritesAreReadOnlyByDefaultTests {
+
+	@Autowired
+	private WebApplicationContext context;
+
+	private MockMvc mvc;
+
+	@BeforeEach
+	void setUp() {
+		this.mvc = MockMvcBuilders.webAppContextSetup(this.context).build();
+	}
+
+	@Test
+	void anExposedEndpointIsReadOnlyUnlessItsAccessIsUnrestricted() throws Exception {
+		this.mvc.perform(get("/actuator/ratelimits/db-writes")).andExpect(status().isOk());
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"mode\": \"shadow\"}"))
+			.andExpect(status().is4xxClientError());
+		this.mvc
+			.perform(post("/actuator/ratelimits/db-writes").contentType(MediaType.APPLICATION_JSON)
+				.content("{\"rate\": 1}"))
+			.andExpect(status().is4xxClientError());
+		this.mvc.perform(get("/actuator/ratelimits/db-writes"))
+			.andExpect(status().isOk())
+			.andExpect(jsonPath("$.mode").value("enforce"))
+			.andExpect(jsonPath("$.rate").value(500));
+	}
+
+	@SpringBootConfiguration
+	@EnableAutoConfiguration
+	static class Config {
+
+	}
+
+}
