@@ -7,9 +7,10 @@ import java.time.Duration;
 import java.util.Map;
 
 import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimitConfigurationException;
-import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -19,9 +20,9 @@ import org.junit.jupiter.params.provider.CsvSource;
 
 import dev.ratelimit.spring.BucketMode;
 import dev.ratelimit.spring.actuate.RateLimitHealthAutoConfiguration;
+import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.actuate.RateLimitsWebEndpointExtension;
-import dev.ratelimit.spring.actuate.RateLimitMetricsAutoConfiguration;
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.Delay;
 import io.micrometer.core.instrument.MeterRegistry;

@@ -8,9 +8,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.spring.BackendHealth;
+import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
 import dev.ratelimit.spring.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
