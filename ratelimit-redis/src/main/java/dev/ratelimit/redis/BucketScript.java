@@ -3,6 +3,7 @@ package dev.ratelimit.redis;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.UncheckedIOException;
+import java.math.BigInteger;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
@@ -12,6 +13,8 @@ import java.util.List;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.core.Rate;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.core.StatsRecorder;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -335,5 +338,48 @@ final class BucketScript {
 		catch (NoSuchAlgorithmException ex) {
 			throw new IllegalStateException(ex);
 		}
+	}
+
+	/**
+	 * The view of a bucket from the script's reply to a peek.
+	 *
+	 * @param s the settings in force
+	 * @param reply the reply
+	 * @param waiting callers waiting on this instance
+	 * @param stats the bucket's counts
+	 * @return the view
+	 */
+	static RateLimiterSnapshot view(Settings s, Reply reply, int waiting, StatsRecorder stats) {
+		Rate rate = s.rate();
+		long level = reply.level();
+		long available = Math.max(level, 0);
+		if (s.capped()) {
+			// a capped bucket lends only what is not in flight, whatever time has banked
+			available = Math.min(available, Math.max(s.limit() - reply.inFlight(), 0));
+		}
+		if (s.capped()) {
+			// tokens in flight come back at releases, not in time: whole tokens at the rate
+			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), true, available,
+					Math.max(-level, 0), waiting, reply.inFlight(), stats.granted(),
+					stats.rejected(), null, Duration.ZERO);
+		}
+		// the script's own sum: (limit - level) tokens less the credit already made, at A units per microsecond
+		long untilFull = (level >= s.limit()) ? 0 : untilFullNanos(s.limit() - level, reply.remainder(), s.a(), s.b());
+		return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), false, available, Math.max(-level, 0),
+				waiting, 0, stats.granted(), stats.rejected(), null, Duration.ZERO,
+				Duration.ofNanos(untilFull));
+	}
+
+	/**
+	 * Nanoseconds until {@code missing} tokens are made at {@code a} units of {@code 1/b} of a token per
+	 * microsecond, {@code credit} units of the next one already made: the script's own sum, in microseconds
+	 * rounded up; {@link Long#MAX_VALUE} beyond what a {@code long} holds (a debt of many waiters).
+	 */
+	static long untilFullNanos(long missing, long credit, long a, long b) {
+		BigInteger units = BigInteger.valueOf(missing).multiply(BigInteger.valueOf(b)).subtract(BigInteger.valueOf(credit));
+		BigInteger[] qr = units.divideAndRemainder(BigInteger.valueOf(a));
+		BigInteger nanos = qr[0].add((qr[1].signum() > 0) ? BigInteger.ONE : BigInteger.ZERO)
+			.multiply(BigInteger.valueOf(1000));
+		return (nanos.bitLength() < 64) ? Math.max(nanos.longValue(), 0) : Long.MAX_VALUE;
 	}
 }

@@ -20,8 +20,8 @@ import java.util.function.LongSupplier;
 import java.util.function.ObjLongConsumer;
 import java.util.function.Supplier;
 
+import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.redis.BucketScript.Reply;
-import dev.ratelimit.spring.BackendHealth;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;

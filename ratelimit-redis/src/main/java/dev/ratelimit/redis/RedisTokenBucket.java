@@ -1,6 +1,5 @@
 package dev.ratelimit.redis;
 
-import java.math.BigInteger;
 import java.time.Duration;
 import java.util.List;
 import java.util.Queue;
@@ -15,10 +14,13 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 
 import dev.ratelimit.core.AbstractReservation;
+import dev.ratelimit.core.BackendHealth;
+import dev.ratelimit.core.BackendUnavailableException;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -32,8 +34,6 @@ import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.redis.FailureDetector.Call;
-import dev.ratelimit.spring.BackendHealth;
-import dev.ratelimit.spring.BackendUnavailableException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.data.redis.connection.RedisConnectionFactory;
@@ -114,8 +114,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	static final long MAX_RELEASE_ASK_MILLIS = 100;
 
-	private static final long FIRST_RELEASE_ASK_NANOS = TimeUnit.MILLISECONDS.toNanos(25);
-
 	/** What a call does when Redis does not answer. */
 	public enum OnFailure {
 
@@ -134,13 +132,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final ScriptConnection connection;
 
-	private final OnFailure onFailure;
-
-	private final SharedTokenBucket fallback;
+	/** What a call does when Redis does not answer it: chosen once, here. */
+	private final FailurePolicy policy;
 
 	private final StatsRecorder stats;
 
-	private final LongSupplier clock = System::nanoTime;
+	private final LongSupplier clock;
 
 	private final AtomicInteger waiting = new AtomicInteger();
 
@@ -149,7 +146,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	private final long timeoutNanos;
 
 	/** Claims waiting for capped tokens to be released, woken by a release anywhere. */
-	private final Set<Claim> releaseWaiters = ConcurrentHashMap.newKeySet();
+	private final Set<RedisClaim> releaseWaiters = ConcurrentHashMap.newKeySet();
 
 	/** What a message on the bucket's channel runs: its capped waiters ask again. */
 	private final Runnable wake = this::releasedSomewhere;
@@ -176,11 +173,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	private final TemplateTune tune;
 
-	/** The settings the local fallback was last brought to (it follows {@link #tune} when used). */
-	private volatile @Nullable Settings fallbackSettings;
-
-	private final Object fallbackLock = new Object();
-
 	/** Makes each claim's id, {@code <instance>:<sequence>}, unique across instances. */
 	private final String idPrefix = UUID.randomUUID() + ":";
 
@@ -201,17 +193,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		long limit = builder.limit(rate);
 		Settings own = Settings.of(rate, limit, builder.capped(), builder.lease, name);
 		String templateKey = builder.keyPrefix + "{" + name + "}";
+		this.clock = builder.clock();
 		this.tune = (builder.tune != null) ? builder.tune
 				: new TemplateTune(name, own, templateKey, connection, builder.timeout.toNanos(), this.clock);
-		this.fallbackSettings = own;
-		// the fallback counts nothing itself: this bucket counts every call once, whoever decides it
-		this.fallback = SharedTokenBucket.builder()
-			.name(name)
-			.rate(rate)
-			.limit(limit)
-			.cappedRelease(builder.capped())
-			.clock(builder.fallbackClock())
-			.build();
+		this.policy = switch (builder.onFailure) {
+			case ALLOW -> FailurePolicy.allow();
+			case DENY -> FailurePolicy.deny();
+			case LOCAL -> FailurePolicy.local(own, name, this.clock);
+		};
 		this.name = name;
 		this.keyBucket = builder.perKey != null && !builder.perKey.isEmpty();
 		if (builder.perKey == null) {
@@ -227,10 +216,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			this.keys = BucketScript.keyKeys(this.key);
 		}
 		this.connection = connection;
-		this.onFailure = builder.onFailure;
 		this.stats = builder.bucketStats();
 		this.timeoutNanos = builder.timeout.toNanos();
-		this.detector = new FailureDetector(name, builder.onFailure.name(), builder.timeout.toNanos(), this.clock,
+		this.detector = new FailureDetector(name, this.policy.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
 				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting);
 		if (this.key.equals(templateKey)) {
@@ -253,7 +241,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * holds a subscription (and, through it, a bucket) for the keys that have callers waiting, not for
 	 * every key it has ever seen.
 	 */
-	private void subscribeForReleases() {
+	void subscribeForReleases() {
 		if (this.keyBucket && this.subscribed.compareAndSet(false, true)) {
 			this.connection.subscribe(BucketScript.channel(this.key), this.wake);
 		}
@@ -285,6 +273,40 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** The settings of the bucket's template, shared with its other buckets on this instance. */
 	TemplateTune tune() {
 		return this.tune;
+	}
+
+	// what its claims (RedisClaim) use
+
+	LongSupplier clock() {
+		return this.clock;
+	}
+
+	StatsRecorder stats() {
+		return this.stats;
+	}
+
+	AtomicInteger waiting() {
+		return this.waiting;
+	}
+
+	FailureDetector detector() {
+		return this.detector;
+	}
+
+	FailurePolicy policy() {
+		return this.policy;
+	}
+
+	AtomicInteger held() {
+		return this.held;
+	}
+
+	Set<RedisClaim> releaseWaiters() {
+		return this.releaseWaiters;
+	}
+
+	boolean keyBucket() {
+		return this.keyBucket;
 	}
 
 	/**
@@ -354,6 +376,29 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return (error != null) ? "down: " + error : "up";
 	}
 
+	/**
+	 * Tells {@code listener} the bucket's mode switched for every instance (kept in Redis with its retune)
+	 * whenever a reply changes it, and at once the mode last read: {@code true} shadow, {@code false}
+	 * enforce, {@code null} as each instance's configuration says. The mode is one per bucket name on this
+	 * instance, shared by its overflow bucket and its keys' buckets.
+	 *
+	 * @param listener told the mode; quick (it runs on Lettuce's thread)
+	 */
+	public void onModeChange(Consumer<@Nullable Boolean> listener) {
+		this.tune.onModeChange(listener);
+	}
+
+	/**
+	 * Switches the bucket's mode for every instance: stored in Redis with its retune, waiting for Redis's
+	 * answer at most the timeout.
+	 *
+	 * @param shadow {@code true} for shadow mode, {@code false} for enforce
+	 * @throws dev.ratelimit.core.BackendUnavailableException when Redis does not answer: nothing changed
+	 */
+	public void switchMode(boolean shadow) {
+		this.tune.switchMode(shadow);
+	}
+
 	@Override
 	public void onCall(CallListener listener) {
 		this.detector.addListener(listener);
@@ -372,14 +417,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Call call = send(s, Mode.ACQUIRE, n, 0, id);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
-			boolean granted = switch (this.onFailure) {
-				case ALLOW -> true;
-				case DENY -> false;
-				case LOCAL -> fallback().tryAcquire(n);
-			};
-			if (granted && call != null && this.onFailure == OnFailure.LOCAL && !s.capped()) {
-				call.keepWhenLate(); // a late grant counts this call in Redis (capped: its lease is given back)
-			}
+			boolean granted = this.policy.tryAcquire(n, call, this.tune);
 			record(granted);
 			return granted;
 		}
@@ -426,7 +464,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(this.tune.current(), n);
 		long start = this.clock.getAsLong();
-		Claim claim = new Claim(n, maxWait, budget, start);
+		RedisClaim claim = new RedisClaim(this, n, maxWait, budget, start);
 		if (n == 0) {
 			claim.allow(start);
 			return claim;
@@ -459,7 +497,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				+ " tokens taken by tryAcquire");
 	}
 
-	private void releaseLease(String id) {
+	void releaseLease(String id) {
 		this.held.decrementAndGet();
 		sendUnconditionally(Mode.RELEASE, 0, id);
 		releasedSomewhere();
@@ -506,16 +544,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * {@code local} policy: while Redis answers, it mirrors what Redis granted here (see the class notes);
 	 * while the bucket is on its policy, it is the bucket.
 	 */
-	private void mirror(Mode mode, long n) {
-		if (this.onFailure != OnFailure.LOCAL) {
-			return;
-		}
-		if (mode == Mode.REFUND) {
-			fallback().refund(n);
-		}
-		else {
-			fallback().charge(n);
-		}
+	void mirror(Mode mode, long n) {
+		this.policy.mirror(mode, n, this.tune);
 	}
 
 	/**
@@ -535,13 +565,13 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */
-	private void releasedSomewhere() {
-		for (Claim waiter : this.releaseWaiters) {
+	void releasedSomewhere() {
+		for (RedisClaim waiter : this.releaseWaiters) {
 			waiter.releasedNearby();
 		}
 	}
 
-	private String newId(long n) {
+	String newId(long n) {
 		return this.idPrefix + this.ids.incrementAndGet() + "#" + n;
 	}
 
@@ -552,45 +582,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		// a key's bucket shows the settings its call passed; the others, those the reply says are in force
 		Settings s = this.keyBucket ? asked : this.tune.current();
-		Rate rate = s.rate();
 		if (reply == null) {
-			boolean local = this.onFailure == OnFailure.LOCAL;
-			RateLimiterSnapshot fallbackView = fallback().snapshot();
-			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), s.capped(),
-					local ? fallbackView.available() : 0, local ? fallbackView.deficiency() : 0,
-					this.waiting.get() + (local ? fallbackView.waiting() : 0), local ? fallbackView.inFlight() : 0,
-					this.stats.granted(), this.stats.rejected(), null, Duration.ZERO);
+			return this.policy.snapshot(s, this.waiting.get(), this.stats, this.tune);
 		}
-		long level = reply.level();
-		long available = Math.max(level, 0);
-		if (s.capped()) {
-			// a capped bucket lends only what is not in flight, whatever time has banked
-			available = Math.min(available, Math.max(s.limit() - reply.inFlight(), 0));
-		}
-		if (s.capped()) {
-			// tokens in flight come back at releases, not in time: whole tokens at the rate
-			return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), true, available,
-					Math.max(-level, 0), this.waiting.get(), reply.inFlight(), this.stats.granted(),
-					this.stats.rejected(), null, Duration.ZERO);
-		}
-		// the script's own sum: (limit - level) tokens less the credit already made, at A units per microsecond
-		long untilFull = (level >= s.limit()) ? 0 : untilFullNanos(s.limit() - level, reply.remainder(), s.a(), s.b());
-		return new RateLimiterSnapshot(rate.tokens(), rate.period(), s.limit(), false, available, Math.max(-level, 0),
-				this.waiting.get(), 0, this.stats.granted(), this.stats.rejected(), null, Duration.ZERO,
-				Duration.ofNanos(untilFull));
-	}
-
-	/**
-	 * Nanoseconds until {@code missing} tokens are made at {@code a} units of {@code 1/b} of a token per
-	 * microsecond, {@code credit} units of the next one already made: the script's own sum, in microseconds
-	 * rounded up; {@link Long#MAX_VALUE} beyond what a {@code long} holds (a debt of many waiters).
-	 */
-	static long untilFullNanos(long missing, long credit, long a, long b) {
-		BigInteger units = BigInteger.valueOf(missing).multiply(BigInteger.valueOf(b)).subtract(BigInteger.valueOf(credit));
-		BigInteger[] qr = units.divideAndRemainder(BigInteger.valueOf(a));
-		BigInteger nanos = qr[0].add((qr[1].signum() > 0) ? BigInteger.ONE : BigInteger.ZERO)
-			.multiply(BigInteger.valueOf(1000));
-		return (nanos.bitLength() < 64) ? Math.max(nanos.longValue(), 0) : Long.MAX_VALUE;
+		return BucketScript.view(s, reply, this.waiting.get(), this.stats);
 	}
 
 	/**
@@ -678,29 +673,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return this.tune.current();
 	}
 
-	/**
-	 * The local bucket of the {@code local} failure policy, at the settings in force: a mirror of Redis's
-	 * grants here while the bucket asks Redis (see the class notes).
-	 */
-	private SharedTokenBucket fallback() {
-		Settings s = this.tune.current();
-		Settings was = this.fallbackSettings;
-		if (s != was) {
-			synchronized (this.fallbackLock) {
-				was = this.fallbackSettings;
-				if (s != was) {
-					// (the same settings read again with another retune time change nothing here)
-					if (was == null || !s.rate().equals(was.rate()) || s.limit() != was.limit()) {
-						this.fallback.updateRate(s.rate().tokens(), s.rate().period());
-						this.fallback.updateLimit(s.limit());
-					}
-					this.fallbackSettings = s;
-				}
-			}
-		}
-		return this.fallback;
-	}
-
 	// ---- Redis calls ----------------------------------------------------------------------------------
 
 	/**
@@ -708,7 +680,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 *
 	 * @param s the settings of the call ({@link #awaitSettings()}): a key's bucket passes them
 	 */
-	private @Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros, String id) {
+	@Nullable Call send(Settings s, Mode mode, long n, long maxWaitMicros, String id) {
 		String[] arguments = arguments(s, mode, n, maxWaitMicros, id);
 		return this.detector.send(() -> run(arguments),
 				(mode == Mode.ACQUIRE) ? (unused) -> giveBack(unused, n, id) : null);
@@ -722,7 +694,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * A refund, a release or a departure from the queue: sent even during a back-off (Lettuce holds it
 	 * while it reconnects), so that nothing stays claimed for a failure that is already over.
 	 */
-	private void sendUnconditionally(Mode mode, long n, String id) {
+	void sendUnconditionally(Mode mode, long n, String id) {
 		run(arguments(this.tune.current(), mode, n, 0, id));
 	}
 
@@ -763,277 +735,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public String toString() {
 		return "RedisTokenBucket '" + this.name + "' [" + this.key + ", " + state() + "]";
-	}
-
-	/**
-	 * A caller's claim. Its phases: {@code ASKING} (a call to Redis is out), then {@code DUE} (Redis
-	 * granted the tokens, or the policy let the call through, at {@code due}), {@code RELEASES} (a
-	 * capped bucket with every token in flight: ask again later) or {@code LOCAL} (the fallback's claim
-	 * decides). Every move happens under the claim's monitor: a poll and a cancel may race.
-	 */
-	private final class Claim extends AbstractReservation {
-
-		private static final int ASKING = 0;
-
-		private static final int DUE = 1;
-
-		private static final int RELEASES = 2;
-
-		private static final int LOCAL = 3;
-
-		private static final int TUNING = 4;
-
-		private final long budgetNanos;
-
-		private final long startNanos;
-
-		private int phase = ASKING;
-
-		private @Nullable Call call;
-
-		/** The read of the template's settings a key's claim waits for before it asks ({@code TUNING}). */
-		private @Nullable CompletableFuture<Boolean> tuning;
-
-		private long due;
-
-		/** Whether Redis holds tokens for this claim (to give back on cancel, to release on close). */
-		private boolean claimed;
-
-		/** Whether Redis holds this claim's ticket in the bucket's queue (capped, waiting for releases). */
-		private boolean queued;
-
-		private long nextAskNanos;
-
-		private long askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
-
-		private @Nullable Reservation local;
-
-		/** The claim's lease and ticket: {@code <id>#<n>}, unique across instances (capped buckets). */
-		private final String id;
-
-		Claim(long n, Duration maxWait, long budgetNanos, long start) {
-			super(RedisTokenBucket.this.name, n, maxWait, RedisTokenBucket.this.clock, start,
-					RedisTokenBucket.this.stats, RedisTokenBucket.this.waiting);
-			this.budgetNanos = budgetNanos;
-			this.startNanos = start;
-			this.id = RedisTokenBucket.this.tune.configured().capped() ? newId(n) : "";
-		}
-
-		synchronized void allow(long now) {
-			this.phase = DUE;
-			this.due = now;
-		}
-
-		/**
-		 * Sends the acquire; in a back-off, applies the policy at once. A key's bucket whose template
-		 * settings are too old first waits for them to be read ({@code TUNING}).
-		 */
-		synchronized void ask(long now) {
-			Settings s = RedisTokenBucket.this.tune.current();
-			if (RedisTokenBucket.this.keyBucket) {
-				Settings fresh = RedisTokenBucket.this.tune.forKey(now);
-				if (fresh == null && RedisTokenBucket.this.detector.isUp()) {
-					this.phase = TUNING;
-					this.tuning = RedisTokenBucket.this.tune.read();
-					this.tuning.whenComplete((unused, ex) -> wakeUp());
-					return;
-				}
-				s = (fresh != null) ? fresh : s;
-			}
-			send(s, now);
-		}
-
-		private void send(Settings s, long now) {
-			long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
-			Call sent = RedisTokenBucket.this.send(s, Mode.ACQUIRE, tokens(), s.maxWaitMicros(left), this.id);
-			if (sent == null) {
-				applyPolicy(now);
-				return;
-			}
-			this.call = sent;
-			this.phase = ASKING;
-			sent.whenDone(this::wakeUp);
-		}
-
-		void wakeUp() {
-			wake();
-		}
-
-		void releasedNearby() {
-			synchronized (this) {
-				this.nextAskNanos = RedisTokenBucket.this.clock.getAsLong();
-				this.askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
-			}
-			wake();
-		}
-
-		@Override
-		protected synchronized long delayNanos(long now) {
-			for (;;) {
-				switch (this.phase) {
-					case ASKING -> {
-						Call asked = this.call;
-						if (!asked.isSettled(now)) {
-							return AWAITING_ANSWER;
-						}
-						Reply reply = asked.reply();
-						if (reply == null) {
-							applyPolicy(now);
-						}
-						else {
-							answered(reply, asked, now);
-						}
-					}
-					case DUE -> {
-						return Math.max(this.due - now, 0);
-					}
-					case RELEASES -> {
-						if (now - this.nextAskNanos < 0) {
-							return AWAITING_RELEASE;
-						}
-						RedisTokenBucket.this.releaseWaiters.remove(this);
-						ask(now);
-					}
-					case TUNING -> {
-						if (!this.tuning.isDone()) {
-							return AWAITING_ANSWER;
-						}
-						// read, or failed: either way the settings in force now are the best there are
-						send(RedisTokenBucket.this.tune.current(), now);
-					}
-					default -> {
-						return localDelay();
-					}
-				}
-			}
-		}
-
-		private void answered(Reply reply, Call asked, long now) {
-			if (reply.code() == Reply.GRANTED) {
-				if (!asked.take()) {
-					throw new IllegalStateException("Grant of '" + RedisTokenBucket.this.name + "' taken twice");
-				}
-				this.claimed = true;
-				mirror(Mode.CHARGE, tokens());
-				if (RedisTokenBucket.this.tune.configured().capped()) {
-					RedisTokenBucket.this.held.incrementAndGet();
-				}
-				long wait = TimeUnit.MICROSECONDS.toNanos(reply.waitMicros());
-				// counted from the answer (never early), but never past the caller's deadline
-				this.due = Math.min(now + wait, this.startNanos + this.budgetNanos);
-				this.phase = DUE;
-			}
-			else if (reply.code() == Reply.AWAITING_RELEASE) {
-				this.queued = true;
-				this.phase = RELEASES;
-				this.nextAskNanos = now + this.askIntervalNanos;
-				this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
-						TimeUnit.MILLISECONDS.toNanos(MAX_RELEASE_ASK_MILLIS));
-				subscribeForReleases();
-				RedisTokenBucket.this.releaseWaiters.add(this);
-			}
-			else {
-				throw refused(Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(reply.waitMicros())), null);
-			}
-		}
-
-		private void applyPolicy(long now) {
-			switch (RedisTokenBucket.this.onFailure) {
-				case ALLOW -> allow(now);
-				case DENY -> throw refused(Duration.ofNanos(RedisTokenBucket.this.detector.remainingBackoffNanos()),
-						"Rate limit bucket '" + RedisTokenBucket.this.name + "' refuses calls while Redis does not answer ("
-								+ RedisTokenBucket.this.detector.lastError() + ")");
-				case LOCAL -> {
-					long left = Math.max(this.budgetNanos - Math.max(now - this.startNanos, 0), 0);
-					try {
-						Reservation fallbackClaim = fallback().reserve(tokens(),
-								Duration.ofNanos(left));
-						fallbackClaim.onWake(this::wakeUp);
-						this.local = fallbackClaim;
-						this.phase = LOCAL;
-						if (this.call != null && !RedisTokenBucket.this.tune.configured().capped()) {
-							// a late grant while the local bucket decides: kept if it lets the call through,
-							// given back if not (grantedPermit, giveBack)
-							this.call.holdWhenLate();
-						}
-					}
-					catch (RateLimitExceededException ex) {
-						throw refused(ex.getRetryAfter(), null);
-					}
-				}
-			}
-		}
-
-		private long localDelay() {
-			try {
-				return this.local.poll();
-			}
-			catch (RateLimitExceededException ex) {
-				throw refused(ex.getRetryAfter(), null);
-			}
-		}
-
-		/** Refuses the claim: cancelled (nothing is held), counted, and the exception to throw. */
-		private RateLimitExceededException refused(Duration retryAfter, @Nullable String message) {
-			if (cancel()) {
-				RedisTokenBucket.this.stats.recordRejected();
-			}
-			return (message != null) ? new RateLimitExceededException(RedisTokenBucket.this.name, tokens(), retryAfter,
-					message) : new RateLimitExceededException(RedisTokenBucket.this.name, tokens(), retryAfter);
-		}
-
-		@Override
-		protected synchronized void giveBack() {
-			RedisTokenBucket.this.releaseWaiters.remove(this);
-			switch (this.phase) {
-				case ASKING -> {
-					// no call is out when the bucket was in a back-off and the policy refused at once
-					if (this.call != null) {
-						this.call.discard();
-					}
-				}
-				case DUE -> {
-					if (this.claimed) {
-						this.claimed = false;
-						sendUnconditionally(Mode.REFUND, tokens(), this.id);
-						mirror(Mode.REFUND, tokens());
-						if (RedisTokenBucket.this.tune.configured().capped()) {
-							RedisTokenBucket.this.held.decrementAndGet();
-							releasedSomewhere();
-						}
-					}
-				}
-				case RELEASES -> sendUnconditionally(Mode.LEAVE, 0, this.id);
-				case TUNING -> {
-					// a claim queued for releases asks again after a read: its ticket is still in the queue
-					if (this.queued) {
-						sendUnconditionally(Mode.LEAVE, 0, this.id);
-					}
-				}
-				default -> {
-					this.local.cancel();
-					if (this.call != null) {
-						this.call.discard(); // a late grant held for it goes back (holdWhenLate)
-					}
-				}
-			}
-		}
-
-		@Override
-		protected synchronized Permit grantedPermit() {
-			if (this.phase == LOCAL && this.call != null && !RedisTokenBucket.this.tune.configured().capped()) {
-				// let through by the local bucket after its call timed out: a late grant counts it in Redis
-				this.call.keepWhenLate();
-			}
-			if (this.phase == LOCAL) {
-				return this.local.permit();
-			}
-			if (!this.claimed || !RedisTokenBucket.this.tune.configured().capped()) {
-				return Permit.noop();
-			}
-			String lease = this.id;
-			return Permit.once(() -> releaseLease(lease));
-		}
 	}
 
 	/**
@@ -1176,8 +877,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			return isCappedRelease();
 		}
 
-		private LongSupplier fallbackClock() {
+		private LongSupplier clock() {
 			return limiterClock();
+		}
+
+		@Nullable String bucketName() {
+			return limiterName();
 		}
 
 		private StatsRecorder bucketStats() {

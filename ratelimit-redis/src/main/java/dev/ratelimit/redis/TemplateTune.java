@@ -9,12 +9,11 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
 import java.util.function.LongSupplier;
 
+import dev.ratelimit.core.BackendHealth;
+import dev.ratelimit.core.BackendUnavailableException;
 import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
-import dev.ratelimit.spring.BackendHealth;
-import dev.ratelimit.spring.BackendUnavailableException;
-import dev.ratelimit.spring.BucketMode;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
@@ -116,8 +115,11 @@ final class TemplateTune {
 	/** The mode switched through an endpoint, as the last reply adopted said ({@link Reply#sharedMode()}). */
 	private volatile long sharedMode = Reply.AS_CONFIGURED;
 
-	/** Told the mode in force when a reply changes it ({@code null}: as configured). */
-	private volatile @Nullable Consumer<@Nullable BucketMode> modeListener;
+	/**
+	 * Told the mode in force when a reply changes it: {@code true} shadow, {@code false} enforce,
+	 * {@code null} as configured.
+	 */
+	private volatile @Nullable Consumer<@Nullable Boolean> modeListener;
 
 	/** Whether a retune this instance cannot hold has been logged. */
 	private boolean warned;
@@ -220,31 +222,34 @@ final class TemplateTune {
 		long mode = reply.sharedMode();
 		if (mode != this.sharedMode) {
 			this.sharedMode = mode;
-			Consumer<@Nullable BucketMode> listener = this.modeListener;
+			Consumer<@Nullable Boolean> listener = this.modeListener;
 			if (listener != null) {
-				listener.accept(bucketMode(mode));
+				listener.accept(shadow(mode));
 			}
 		}
 	}
 
 	/**
 	 * Tells {@code listener} the mode in force whenever a reply changes it, and at once the mode last read
-	 * ({@code null}: the configuration's).
+	 * ({@code true} shadow, {@code false} enforce, {@code null}: the configuration's).
 	 *
 	 * @param listener the bucket's statistics, where the interceptor reads the mode
 	 */
-	synchronized void onModeChange(Consumer<@Nullable BucketMode> listener) {
+	synchronized void onModeChange(Consumer<@Nullable Boolean> listener) {
 		this.modeListener = listener;
-		listener.accept(bucketMode(this.sharedMode));
+		listener.accept(shadow(this.sharedMode));
 	}
 
-	/** @return the mode switched through an endpoint as last read, or {@code null}: as configured */
-	@Nullable BucketMode sharedMode() {
-		return bucketMode(this.sharedMode);
+	/**
+	 * @return whether the mode switched through an endpoint as last read is shadow ({@code false}:
+	 *         enforce), or {@code null}: as configured
+	 */
+	@Nullable Boolean sharedShadow() {
+		return shadow(this.sharedMode);
 	}
 
-	private static @Nullable BucketMode bucketMode(long mode) {
-		return (mode == Reply.SHADOW) ? BucketMode.SHADOW : (mode == Reply.ENFORCE) ? BucketMode.ENFORCE : null;
+	private static @Nullable Boolean shadow(long mode) {
+		return (mode == Reply.SHADOW) ? Boolean.TRUE : (mode == Reply.ENFORCE) ? Boolean.FALSE : null;
 	}
 
 	/**
@@ -252,16 +257,17 @@ final class TemplateTune {
 	 * {@code switch} mode, on the template's keys) and takes on the reply, waiting for it at most the
 	 * timeout.
 	 *
-	 * @param mode the mode
+	 * @param shadow {@code true} for shadow mode, {@code false} for enforce
 	 * @throws IllegalStateException when Redis does not answer: a switch only this instance knew would be
 	 *         undone by the next reply
 	 */
-	void switchMode(BucketMode mode) {
+	void switchMode(boolean shadow) {
+		String mode = shadow ? "shadow" : "enforce";
 		long sent = this.clock.getAsLong();
 		Throwable failure;
 		try {
 			List<Object> values = this.connection
-				.run(this.keys, Settings.switchArguments(this.configured, mode.value()))
+				.run(this.keys, Settings.switchArguments(this.configured, mode))
 				.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
 			adopt(Reply.of(values), sent);
 			return;
@@ -277,7 +283,7 @@ final class TemplateTune {
 			failure = ex;
 		}
 		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' cannot be switched to "
-				+ mode.value() + " mode while Redis does not answer (" + describe(failure) + ")", failure);
+				+ mode + " mode while Redis does not answer (" + describe(failure) + ")", failure);
 	}
 
 	/**

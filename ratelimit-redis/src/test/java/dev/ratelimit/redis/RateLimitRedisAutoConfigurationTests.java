@@ -8,8 +8,10 @@ import java.util.Map;
 
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
-import dev.ratelimit.spring.RateLimitConfigurationException;
+import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
 import dev.ratelimit.spring.KeyedBuckets;
+
+import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -22,6 +24,8 @@ import dev.ratelimit.spring.autoconfigure.RateLimitHealthAutoConfiguration;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.actuate.RateLimitsWebEndpointExtension;
 import dev.ratelimit.spring.autoconfigure.RateLimitMetricsAutoConfiguration;
+
+
 import io.lettuce.core.resource.ClientResources;
 import io.lettuce.core.resource.Delay;
 import io.micrometer.core.instrument.MeterRegistry;

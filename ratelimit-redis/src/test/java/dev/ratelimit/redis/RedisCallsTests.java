@@ -6,9 +6,9 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 
+import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
-import dev.ratelimit.spring.BackendHealth;
 import io.lettuce.core.api.sync.RedisCommands;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;

@@ -4,8 +4,8 @@ import java.time.Duration;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
 
+import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.RateLimitExceededException;
-import dev.ratelimit.spring.BackendHealth;
 import io.lettuce.core.ScriptOutputType;
 import io.lettuce.core.api.sync.RedisCommands;
 import io.lettuce.core.resource.ClientResources;

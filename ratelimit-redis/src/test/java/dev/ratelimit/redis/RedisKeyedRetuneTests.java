@@ -8,6 +8,7 @@ import java.util.concurrent.atomic.AtomicReference;
 
 import dev.ratelimit.annotation.RateLimited;
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
 import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;

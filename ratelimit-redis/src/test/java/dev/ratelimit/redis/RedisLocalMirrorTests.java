@@ -26,7 +26,10 @@ class RedisLocalMirrorTests {
 
 	private final ScriptConnection connection = this.redis.connection();
 
+	/** The bucket's clock (its calls' timeouts and the local bucket's time): it moves only when a test moves it. */
 	private final AtomicLong localClock = new AtomicLong();
+
+	private static final long TIMEOUT_NANOS = TimeUnit.MILLISECONDS.toNanos(50);
 
 	@AfterEach
 	void close() {
@@ -74,6 +77,7 @@ class RedisLocalMirrorTests {
 		assertThat(bucket.isUp()).isTrue();
 		// a waiting call likewise: refused at once, since no token comes back within its max-wait
 		Reservation claim = bucket.reserve(1, Duration.ZERO);
+		this.localClock.addAndGet(TIMEOUT_NANOS); // the bucket's clock: the call times out (and the local bucket earns half a token)
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
 		boolean refused = false;
 		while (!refused && System.nanoTime() - deadline < 0) {
@@ -107,6 +111,7 @@ class RedisLocalMirrorTests {
 		// the reserve path alike: a claim the local bucket let through keeps its late grant in Redis
 		bucket.refund(1); // one token back in the local bucket (and a refund to Redis: the caller's own)
 		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
+		this.localClock.addAndGet(TIMEOUT_NANOS); // the bucket's clock: the call times out (and the local bucket earns half a token)
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
 		while (claim.poll() != 0 && System.nanoTime() - deadline < 0) {
 			Thread.onSpinWait();
@@ -130,7 +135,9 @@ class RedisLocalMirrorTests {
 			assertThat(bucket.tryAcquire(1)).as("unanswered call %d, let through by the local bucket", i).isTrue();
 		}
 		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
-		// no answer within the timeout: the local bucket, empty (its clock stands still), makes it wait 100 ms
+		this.localClock.addAndGet(TIMEOUT_NANOS); // the bucket's clock: the call times out (and the local bucket earns half a token)
+		// no answer within the timeout: the local bucket, empty but for the half token earned meanwhile, makes it
+		// wait 50 ms (its clock stands still until the test moves it)
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
 		while (claim.poll() < TimeUnit.MILLISECONDS.toNanos(50) && System.nanoTime() - deadline < 0) {
 			Thread.onSpinWait();
@@ -154,6 +161,7 @@ class RedisLocalMirrorTests {
 			assertThat(bucket.tryAcquire(1)).isTrue();
 		}
 		Reservation claim = bucket.reserve(1, Duration.ofSeconds(1));
+		this.localClock.addAndGet(TIMEOUT_NANOS); // the bucket's clock: the call times out (and the local bucket earns half a token)
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
 		while (claim.poll() < TimeUnit.MILLISECONDS.toNanos(50) && System.nanoTime() - deadline < 0) {
 			Thread.onSpinWait();

@@ -118,8 +118,10 @@ class TemplateTuneTests {
 		TemplateTune tune = new TemplateTune("t", CONFIGURED, "ratelimit:{t}", this.connection,
 				TimeUnit.MILLISECONDS.toNanos(50), () -> this.clock[0]);
 		BucketStats stats = new BucketStats(StatsRecorder.concurrent(), BucketMode.ENFORCE, false);
-		tune.onModeChange(stats::adoptShared);
-		stats.shareModeThrough(tune::switchMode);
+		// as the backend shares the mode (RedisBucketBackend): true is shadow, false enforce, null as configured
+		tune.onModeChange((shadow) -> stats
+			.adoptShared((shadow == null) ? null : shadow ? BucketMode.SHADOW : BucketMode.ENFORCE));
+		stats.shareModeThrough((mode) -> tune.switchMode(mode == BucketMode.SHADOW));
 		long sent = this.clock[0];
 		tune.adopt(BucketScript.Reply.of(replyOf(CONFIGURED, 2)), sent);
 		assertThat(stats.isShadow()).isTrue();

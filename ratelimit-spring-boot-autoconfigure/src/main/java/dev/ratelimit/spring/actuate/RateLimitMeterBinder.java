@@ -5,12 +5,12 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.ToDoubleFunction;
 
+import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.BucketType;
 import dev.ratelimit.spring.KeyedBuckets;
-import dev.ratelimit.spring.BackendHealth;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
 import io.micrometer.core.instrument.FunctionCounter;

@@ -3,7 +3,7 @@ package dev.ratelimit.spring.actuate;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-import dev.ratelimit.spring.BackendUnavailableException;
+import dev.ratelimit.core.BackendUnavailableException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;

@@ -1,4 +1,4 @@
-package dev.ratelimit.spring;
+package dev.ratelimit.core;
 
 import java.util.function.Supplier;
 

@@ -1,4 +1,4 @@
-package dev.ratelimit.spring;
+package dev.ratelimit.core;
 
 /**
  * A change to a bucket that its backend must make and cannot now, because the backend does not answer

@@ -1,4 +1,4 @@
-package dev.ratelimit.redis;
+package dev.ratelimit.redis.autoconfigure;
 
 import java.time.Duration;
 import java.util.concurrent.TimeUnit;

@@ -1,0 +1,210 @@
+package dev.ratelimit.redis;
+
+import java.time.Duration;
+import java.util.function.LongSupplier;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.core.SharedTokenBucket;
+import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.redis.BucketScript.Mode;
+import dev.ratelimit.redis.BucketScript.Settings;
+import dev.ratelimit.redis.FailureDetector.Call;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * What a call of a {@link RedisTokenBucket} does when Redis does not answer it (the bucket's
+ * {@code on-failure}): one object, chosen when the bucket is made, that every place where Redis did not
+ * answer asks. {@link #allow()} lets the call through, {@link #deny()} refuses it, {@link #local} limits
+ * it with an in-memory bucket of the same rate and limit that mirrors, while Redis answers, what Redis
+ * grants on this instance (see {@link RedisTokenBucket}'s notes).
+ */
+abstract sealed class FailurePolicy {
+
+	/** @return the policy that lets every call through */
+	static FailurePolicy allow() {
+		return new Allow();
+	}
+
+	/** @return the policy that refuses every call */
+	static FailurePolicy deny() {
+		return new Deny();
+	}
+
+	/**
+	 * @param own the bucket's configured settings
+	 * @param clock the bucket's clock
+	 * @return the policy that limits calls with an in-memory bucket of the settings in force
+	 */
+	static FailurePolicy local(Settings own, String name, LongSupplier clock) {
+		return new Local(own, name, clock);
+	}
+
+	/** @return the policy's name, as {@code on-failure} says it */
+	abstract String name();
+
+	/**
+	 * Decides a {@code tryAcquire} that Redis did not answer.
+	 *
+	 * @param n the tokens
+	 * @param call the call that timed out or failed, or {@code null} when none was sent (a back-off)
+	 * @param tune the bucket's settings
+	 * @return whether the call goes ahead
+	 */
+	abstract boolean tryAcquire(long n, @Nullable Call call, TemplateTune tune);
+
+	/**
+	 * Decides a claim that Redis did not answer: lets it through ({@link RedisClaim#allow}), hands it to a
+	 * local claim ({@link RedisClaim#decideLocally}), or refuses it (throws).
+	 *
+	 * @param claim the claim
+	 * @param now the time
+	 * @param leftNanos what is left of the claim's budget
+	 */
+	abstract void decide(RedisClaim claim, long now, long leftNanos);
+
+	/**
+	 * Takes ({@code CHARGE}) or gives back ({@code REFUND}) tokens that Redis granted or took back here: only
+	 * the local policy's bucket counts them.
+	 */
+	void mirror(Mode mode, long n, TemplateTune tune) {
+	}
+
+	/**
+	 * The view of a bucket that Redis did not answer.
+	 *
+	 * @param s the settings in force
+	 * @param waiting callers waiting here
+	 * @param stats the bucket's counts
+	 * @param tune the bucket's settings
+	 * @return the view: what the policy would let through
+	 */
+	RateLimiterSnapshot snapshot(Settings s, int waiting, StatsRecorder stats, TemplateTune tune) {
+		return new RateLimiterSnapshot(s.rate().tokens(), s.rate().period(), s.limit(), s.capped(), 0, 0, waiting, 0,
+				stats.granted(), stats.rejected(), null, Duration.ZERO);
+	}
+
+	private static final class Allow extends FailurePolicy {
+
+		@Override
+		String name() {
+			return "allow";
+		}
+
+		@Override
+		boolean tryAcquire(long n, @Nullable Call call, TemplateTune tune) {
+			return true;
+		}
+
+		@Override
+		void decide(RedisClaim claim, long now, long leftNanos) {
+			claim.allow(now);
+		}
+	}
+
+	private static final class Deny extends FailurePolicy {
+
+		@Override
+		String name() {
+			return "deny";
+		}
+
+		@Override
+		boolean tryAcquire(long n, @Nullable Call call, TemplateTune tune) {
+			return false;
+		}
+
+		@Override
+		void decide(RedisClaim claim, long now, long leftNanos) {
+			throw claim.refusedWhileDown();
+		}
+	}
+
+	/**
+	 * The in-memory bucket: a mirror of Redis's grants here while the bucket asks Redis, the bucket while
+	 * it runs on its policy. It follows the settings in force ({@link TemplateTune}) when used.
+	 */
+	private static final class Local extends FailurePolicy {
+
+		private final SharedTokenBucket bucket;
+
+		/** The settings the bucket was last brought to. */
+		private volatile Settings settings;
+
+		private final Object lock = new Object();
+
+		Local(Settings own, String name, LongSupplier clock) {
+			this.settings = own;
+			// it counts nothing itself: the Redis bucket counts every call once, whoever decides it
+			this.bucket = SharedTokenBucket.builder()
+				.name(name)
+				.rate(own.rate())
+				.limit(own.limit())
+				.cappedRelease(own.capped())
+				.clock(clock)
+				.build();
+		}
+
+		@Override
+		String name() {
+			return "local";
+		}
+
+		@Override
+		boolean tryAcquire(long n, @Nullable Call call, TemplateTune tune) {
+			boolean granted = at(tune).tryAcquire(n);
+			if (granted && call != null && !tune.configured().capped()) {
+				call.keepWhenLate(); // a late grant counts this call in Redis (capped: its lease is given back)
+			}
+			return granted;
+		}
+
+		@Override
+		void decide(RedisClaim claim, long now, long leftNanos) {
+			Reservation local;
+			try {
+				local = at(claim.tune()).reserve(claim.cost(), Duration.ofNanos(leftNanos));
+			}
+			catch (RateLimitExceededException ex) {
+				throw claim.refused(ex.getRetryAfter(), null);
+			}
+			claim.decideLocally(local);
+		}
+
+		@Override
+		void mirror(Mode mode, long n, TemplateTune tune) {
+			if (mode == Mode.REFUND) {
+				at(tune).refund(n);
+			}
+			else {
+				at(tune).charge(n);
+			}
+		}
+
+		@Override
+		RateLimiterSnapshot snapshot(Settings s, int waiting, StatsRecorder stats, TemplateTune tune) {
+			RateLimiterSnapshot view = at(tune).snapshot();
+			return new RateLimiterSnapshot(s.rate().tokens(), s.rate().period(), s.limit(), s.capped(), view.available(),
+					view.deficiency(), waiting + view.waiting(), view.inFlight(), stats.granted(), stats.rejected(), null,
+					Duration.ZERO);
+		}
+
+		/** The bucket, at the settings in force. */
+		private SharedTokenBucket at(TemplateTune tune) {
+			Settings s = tune.current();
+			if (s != this.settings) {
+				synchronized (this.lock) {
+					Settings was = this.settings;
+					// (the same settings read again with another retune time change nothing here)
+					if (s != was && (!s.rate().equals(was.rate()) || s.limit() != was.limit())) {
+						this.bucket.updateRate(s.rate().tokens(), s.rate().period());
+						this.bucket.updateLimit(s.limit());
+					}
+					this.settings = s;
+				}
+			}
+			return this.bucket;
+		}
+	}
+}

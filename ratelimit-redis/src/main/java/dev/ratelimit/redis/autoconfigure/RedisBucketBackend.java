@@ -1,0 +1,84 @@
+package dev.ratelimit.redis.autoconfigure;
+
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.core.StatsRecorder;
+import dev.ratelimit.redis.RedisBuckets;
+import dev.ratelimit.redis.RedisTokenBucket;
+import dev.ratelimit.spring.Backend;
+import dev.ratelimit.spring.BucketBackend;
+import dev.ratelimit.spring.BucketDefinition;
+import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.BucketStats;
+import org.jspecify.annotations.Nullable;
+
+import org.springframework.beans.factory.DisposableBean;
+import org.springframework.data.redis.connection.RedisConnectionFactory;
+
+/**
+ * The {@code redis} backend: makes a {@link RedisTokenBucket} for every bucket whose {@code backend}
+ * is {@code redis}, on the application's {@link RedisConnectionFactory}, through one
+ * {@link RedisBuckets} (one connection; the settings in force of a bucket shared by its overflow bucket
+ * and its keys' buckets).
+ *
+ * <p>The bucket's mode is shared the same way: when the statistics the starter gives are a
+ * {@link BucketStats}, its mode switches are stored in Redis through the bucket, and it takes on the
+ * mode the replies carry.
+ */
+public class RedisBucketBackend implements BucketBackend, DisposableBean {
+
+	private final RedisBuckets buckets;
+
+	/**
+	 * Creates the backend.
+	 *
+	 * @param connectionFactory the application's Redis connection factory
+	 */
+	public RedisBucketBackend(RedisConnectionFactory connectionFactory) {
+		this.buckets = new RedisBuckets(connectionFactory);
+	}
+
+	@Override
+	public Backend backend() {
+		return Backend.REDIS;
+	}
+
+	@Override
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
+		return this.buckets.build(builder(bucket, stats), (key != null) ? key : "", (first) -> shareMode(first, stats));
+	}
+
+	@Override
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
+		return this.buckets.build(builder(bucket, stats), null, (first) -> shareMode(first, stats));
+	}
+
+	/** One mode per bucket, the template's, in Redis with its retune. */
+	private static void shareMode(RedisTokenBucket first, StatsRecorder stats) {
+		if (stats instanceof BucketStats bucketStats) {
+			first.onModeChange((shadow) -> bucketStats
+				.adoptShared((shadow == null) ? null : shadow ? BucketMode.SHADOW : BucketMode.ENFORCE));
+			bucketStats.shareModeThrough((mode) -> first.switchMode(mode == BucketMode.SHADOW));
+		}
+	}
+
+	private static RedisTokenBucket.Builder builder(BucketDefinition bucket, StatsRecorder stats) {
+		// hybrid buckets are local only (the configuration says so): a Redis bucket is a shared one
+		BucketDefinition.Shared definition = (BucketDefinition.Shared) bucket;
+		return RedisTokenBucket.builder()
+			.name(definition.name())
+			.keyPrefix(definition.redis().getKeyPrefix())
+			.rate(definition.exactRate())
+			.limit(definition.limit())
+			.cappedRelease(definition.cappedRelease())
+			.timeout(definition.redis().getTimeout())
+			.lease(definition.redis().getLease())
+			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
+			.stats(stats);
+	}
+
+	/** Closes the buckets' connection, before the connection factory (which this bean depends on) closes its client. */
+	@Override
+	public void destroy() {
+		this.buckets.close();
+	}
+}
