@@ -187,12 +187,21 @@ class SharedTokenBucketModelTests {
 				burst();
 				return;
 			}
+			if (this.random.nextInt(4) == 0) {
+				moveClock(); // between any two operations: standing, forward, back
+			}
 			int op = this.random.nextInt(100);
 			if (op < 22) {
 				moveClock();
 			}
-			else if (op < 38) {
+			else if (op < 34) {
 				tryAcquire();
+			}
+			else if (op < 36) {
+				acquire();
+			}
+			else if (op < 38) {
+				replenish();
 			}
 			else if (op < 52) {
 				reserve();
@@ -206,7 +215,7 @@ class SharedTokenBucketModelTests {
 			else if (op < 74) {
 				closePermit();
 			}
-			else if (op < 78 && !this.capped) {
+			else if (op < 78) {
 				grabAndMaybeGiveBack();
 			}
 			else if (op < 86) {
@@ -230,7 +239,7 @@ class SharedTokenBucketModelTests {
 				case 1 -> 1;
 				case 2 -> this.random.nextLong(interval) + 1;
 				case 3 -> interval * (1 + this.random.nextInt(5));
-				case 4 -> -(this.random.nextLong(Math.max(1, interval)) + 1);
+				case 4 -> -(this.random.nextLong(Math.max(1, interval * (1 + this.random.nextInt(8)))) + 1);
 				case 5 -> (this.elapsed + 2 * YEAR < CENTURY) ? YEAR + this.random.nextLong(YEAR) : interval;
 				default -> interval * (1 + this.random.nextLong(Math.min(this.ref.limit, 1_000)));
 			};
@@ -273,13 +282,23 @@ class SharedTokenBucketModelTests {
 			log("tryAcquire(%d) -> %s (reference %s)%s", n, actual, expected, this.bucket.isStriped() ? " striped" : "");
 			equal("tryAcquire(" + n + ")", actual, expected);
 			if (actual) {
-				// capped: the caller of tryAcquire releases what it took itself
-				granted(n, this.capped ? () -> this.bucket.release(n) : null);
+				// capped: the caller of tryAcquire releases what it still holds itself (what it took, less what it
+				// refunded: a refund gives the tokens back to the ceiling too)
+				Grant grant = new Grant(n, null);
+				if (this.capped) {
+					grant.close = () -> this.bucket.release(n - grant.refunded);
+					grant.raw = true;
+				}
+				granted(grant);
 			}
 		}
 
 		private void granted(long n, Runnable close) {
-			this.grants.add(new Grant(n, close));
+			granted(new Grant(n, close));
+		}
+
+		private void granted(Grant grant) {
+			this.grants.add(grant);
 			if (this.grants.size() > 32) {
 				// an old call is done: released if it was not yet, and forgotten
 				Grant old = this.grants.get(this.random.nextInt(this.grants.size() - 1));
@@ -319,6 +338,82 @@ class SharedTokenBucketModelTests {
 			log("reserve(%d, %s) -> accepted (reference wait %d ns)", n, maxWait, wait);
 			equal("accepted reserve(" + n + ", " + maxWait + ")", false, refuse);
 			this.waiters.add(new Waiter(actual, claim, this.ref.time, budget, unlimited));
+		}
+
+		/**
+		 * Seastar's protocol: a reading of the bucket's clock given to {@code replenish}, behind the latest one, equal, or
+		 * ahead of the fake clock (a timer's reading taken a little later): the bucket's time is the latest of every
+		 * reading it was given, the reference's too.
+		 */
+		private void replenish() {
+			long interval = Math.min(this.ref.intervalNanos(), YEAR);
+			long now = this.clock.getAsLong();
+			long delta = switch (this.random.nextInt(4)) {
+				case 0 -> 0;
+				case 1 -> -(1 + this.random.nextLong(interval));
+				default -> 1 + this.random.nextLong(interval);
+			};
+			if (this.elapsed + Math.max(delta, 0) > CENTURY) {
+				delta = 0;
+			}
+			long ahead = (now + delta) - this.ref.time;
+			if (ahead > 0) {
+				this.elapsed += ahead;
+			}
+			this.bucket.replenish(now + delta);
+			this.ref.advance(now + delta);
+			log("replenish(clock %+d ns)", delta);
+		}
+
+		/**
+		 * A blocking acquire when it decides at once: granted (the reference covers the claim now) or refused (the
+		 * time-based wait is longer than its budget); a claim that would wait is {@link #reserve}'s, polled.
+		 */
+		private void acquire() {
+			long n = randomCost();
+			Duration maxWait = randomMaxWait();
+			this.ref.advance(this.clock.getAsLong());
+			Reference.Claim claim = this.ref.claim(n);
+			boolean tooMuch = this.ref.owedTooMuch();
+			long wait = this.ref.rateWait(claim);
+			boolean covered = this.ref.covered(claim);
+			boolean unlimited = maxWait.compareTo(Duration.ofNanos(Long.MAX_VALUE)) > 0;
+			boolean refuse = !unlimited && wait > maxWait.toNanos();
+			if (tooMuch || !covered && !refuse) {
+				this.ref.giveUp(claim);
+				if (tooMuch) {
+					expectRejected(() -> {
+						try {
+							this.bucket.acquire(n, maxWait);
+						}
+						catch (InterruptedException ex) {
+							throw new AssertionError(ex);
+						}
+					}, "acquire(" + n + ")");
+				}
+				return;
+			}
+			Permit permit;
+			try {
+				permit = this.bucket.acquire(n, maxWait);
+			}
+			catch (RateLimitExceededException ex) {
+				log("acquire(%d, %s) -> refused, retry after %s (reference wait %d ns)", n, maxWait, ex.getRetryAfter(), wait);
+				equal("refused acquire(" + n + ", " + maxWait + ")", true, refuse);
+				equal("retry-after of acquire(" + n + ")", ex.getRetryAfter().toNanos(), wait);
+				this.ref.giveUp(claim);
+				return;
+			}
+			catch (InterruptedException ex) {
+				throw new AssertionError(ex);
+			}
+			log("acquire(%d, %s) -> granted (reference covered=%s wait=%d)", n, maxWait, covered, wait);
+			equal("granted acquire(" + n + ", " + maxWait + ")", false, refuse);
+			this.ref.grant(claim);
+			granted(n, this.capped ? () -> {
+				permit.close();
+				permit.close();
+			} : null);
 		}
 
 		private void poll() {
@@ -437,7 +532,7 @@ class SharedTokenBucketModelTests {
 		private void closeGrant(Grant grant) {
 			this.ref.advance(this.clock.getAsLong());
 			grant.close.run();
-			this.ref.release(grant.n);
+			this.ref.release(grant.n - grant.refunded); // the tokens refunded went back to the ceiling already
 			log("close the permit of a call of %d tokens (%d refunded before)", grant.n, grant.refunded);
 			grant.close = null;
 		}
@@ -447,9 +542,35 @@ class SharedTokenBucketModelTests {
 			if (!this.grabs.isEmpty() && this.random.nextBoolean()) {
 				int index = this.random.nextInt(this.grabs.size());
 				long[] grab = this.grabs.remove(index);
-				this.bucket.refund(grab[0], grab[1]);
-				this.ref.giveUp(this.ref.byId((int) grab[2]));
-				log("refund(ticket, %d) of a grab", grab[1]);
+				Reference.Claim c = this.ref.byId((int) grab[2]);
+				int how = this.random.nextInt(3);
+				if (how == 0) {
+					this.bucket.refund(grab[0], grab[1]);
+					this.ref.giveUp(c);
+					log("refund(ticket, %d) of a grab", grab[1]);
+				}
+				else if (how == 1 || this.ref.deficiency(c) != 0) {
+					// seastar's give-up: the claim stays in line and its tokens come back, to the head (never beyond
+					// the limit) and, capped, to the ceiling: a caller that gave up never shrinks the bucket
+					this.bucket.refund(grab[1]);
+					this.ref.refund(grab[1], this.capped ? grab[1] : 0);
+					log("refund(%d) of a grab that gives up", grab[1]);
+				}
+				else {
+					// covered: the caller goes ahead, and (capped) releases what it still holds when done
+					this.ref.grant(c);
+					Grant done = new Grant(grab[1], null);
+					if (this.capped) {
+						done.close = () -> this.bucket.release(done.n - done.refunded);
+						done.raw = true;
+					}
+					granted(done);
+					log("a covered grab of %d goes ahead", grab[1]);
+				}
+				for (long[] other : this.grabs) {
+					Reference.Claim o = this.ref.byId((int) other[2]);
+					equal("deficiency of a grab", this.bucket.deficiency(other[0]), this.ref.deficiency(o));
+				}
 				return;
 			}
 			long n = randomCost();
@@ -474,7 +595,11 @@ class SharedTokenBucketModelTests {
 		 * covered stops being covered.
 		 */
 		private void refund() {
-			List<Grant> refundable = this.grants.stream().filter((g) -> g.refunded < g.n).toList();
+			// capped: a caller that releases itself refunds while it holds the tokens (after its release they are
+			// under the ceiling already)
+			List<Grant> refundable = this.grants.stream()
+				.filter((g) -> g.refunded < g.n && (!this.capped || g.raw && g.close != null))
+				.toList();
 			if (refundable.isEmpty()) {
 				return;
 			}
@@ -486,7 +611,9 @@ class SharedTokenBucketModelTests {
 			Map<Integer, Long> referenceBefore = referenceWaits();
 			grant.refunded += n;
 			this.bucket.refund(n);
-			this.ref.refund(n);
+			long toCeiling = this.capped ? n : 0; // capped: the call holds n fewer, the ceiling has them back
+			this.ref.refund(n, toCeiling);
+			this.ref.inFlight -= toCeiling;
 			log("refund(%d) of a call of %d tokens (%s)", n, grant.n, (grant.close != null) ? "permit open" : "released");
 			Map<Integer, Long> after = pollAll("after refund");
 			for (Map.Entry<Integer, Long> e : after.entrySet()) {
@@ -567,10 +694,12 @@ class SharedTokenBucketModelTests {
 				equal("until full (ns)", s.untilFull().toNanos(), this.ref.nanosUntilFull());
 			}
 			if (this.capped) {
-				equal("in flight", (long) s.inFlight(), this.ref.inFlight);
-				if ((long) s.available() + this.ref.inFlight > this.ref.limit) {
-					throw new AssertionError("capped: in flight " + this.ref.inFlight + " + available " + s.available()
-							+ " > limit " + this.ref.limit);
+				// (a grab's tokens are in flight from the grab: the bucket does not know when its caller goes ahead)
+				long grabbed = this.grabs.stream().mapToLong((g) -> g[1]).sum();
+				equal("in flight", (long) s.inFlight(), this.ref.inFlight + grabbed);
+				if ((long) s.available() + this.ref.inFlight + grabbed > this.ref.limit) {
+					throw new AssertionError("capped: in flight " + (this.ref.inFlight + grabbed) + " + available "
+							+ s.available() + " > limit " + this.ref.limit);
 				}
 			}
 			if ((long) s.available() > this.ref.limit) {
@@ -612,6 +741,9 @@ class SharedTokenBucketModelTests {
 		long refunded;
 
 		Runnable close;
+
+		/** Capped: released by its caller with {@code release(n - refunded)} (tryAcquire, a grab), not by a permit. */
+		boolean raw;
 
 		Grant(long n, Runnable close) {
 			this.n = n;
@@ -800,9 +932,13 @@ class SharedTokenBucketModelTests {
 			this.inFlight -= n;
 		}
 
-		/** The rate only: capped, the tokens stay in flight until released. */
-		void refund(long n) {
+		/**
+		 * {@code n} tokens back to the rate, never above the limit; capped, {@code toCeiling} of them back to the
+		 * ceiling as well (they are no longer claimed: in flight or waiting), never more than are claimed.
+		 */
+		void refund(long n, long toCeiling) {
 			this.a = this.a.add(scaled(n)).min(limitScaled());
+			this.cap = Math.min(this.cap + toCeiling, this.limit);
 		}
 
 		void updateRate(long tokens, long periodNanos) {
