@@ -46,9 +46,9 @@ import org.jspecify.annotations.Nullable;
  * arithmetic ({@link Rate#tokensIn}). So a caller always knows when it takes its tokens, which is
  * what an exact token bucket needs: without the time of each take it must either break the bound or
  * under-fill after idle.</li>
- * <li>{@code ceil} (capped release only): {@code limit + tokens released + tokens a full bucket
- * wasted + tokens charged} (see I7); a ticket is covered when both the head and the ceiling reached
- * it.</li>
+ * <li>{@code ceil} (capped release only): {@code limit + tokens released + tokens refunded to it + tokens
+ * a full bucket wasted + tokens charged} (see I7, I8); a ticket is covered when both the head and the
+ * ceiling reached it.</li>
  * <li>{@code holes} (in the same {@code State}): claims given back by waiters that others queue
  * behind, as {@code (ticket, tokens)}; a ticket behind a hole counts its tokens as covered.</li>
  * <li>{@code charges} (in the same {@code State}, capped release only): charges not yet in the ceiling,
@@ -93,8 +93,7 @@ import org.jspecify.annotations.Nullable;
  * to a smaller cost) moves the epoch's base, so the head, up by {@code n}, but never more than
  * {@code limit} beyond the claims: the first callers in line are covered first, the bucket never holds
  * more than its limit (I1) and the head never runs away from the tail (no wrap). With capped release the
- * ceiling does not move: the call's tokens stay in flight until its permit releases them, so a refund
- * and the release never give the same tokens back twice. {@link #charge(long) charge(n)} ({@code settle}
+ * ceiling moves too (I8). {@link #charge(long) charge(n)} ({@code settle}
  * to a larger cost) is a claim at the end of the line that nobody waits for: a full bucket first wastes
  * its excess (I2), so on a full bucket it is a take; callers ahead of it keep their tickets and waits
  * (what was covered stays covered, and no ticket ahead of it moves); callers behind it wait for it, in
@@ -103,6 +102,15 @@ import org.jspecify.annotations.Nullable;
  * kept apart, so that claim gains nothing, and then moves into the ceiling, as a hole does). Neither is a
  * call: the statistics do not change. ({@code SharedTokenBucketModelTests}, jcstress
  * {@code ChargeRacingFastClaim}, {@code RefundRacingFastClaim}).</li>
+ * <li>I8. <b>Capped: the ceiling counts what is not claimed.</b> {@code ceil - (tail less holes and charges)
+ * = limit - claimed}, where claimed is the tokens claimed (granted and in flight, or waiting) and neither
+ * released nor refunded. A refund gives its tokens back to the ceiling as well as to the head (contract:
+ * a caller that gave up never shrinks the bucket), never more than are claimed ({@code claimed >= 0}, so
+ * tokens in flight plus tokens available never exceed {@code limit}); the caller then holds fewer, and
+ * releases only the rest: a permit's close releases what it was granted less what was refunded through
+ * it ({@link #refund(long, Permit)}), and a refund through a closed permit acts on the head only, so no
+ * token goes back to the ceiling twice. ({@code SharedTokenBucketModelTests},
+ * {@code SharedTokenBucketTests.aCappedRefundGivesItsTokensBackToTheCeiling}).</li>
  * </ul>
  * Striped mode (two threads that take from one bucket must not write one cache line on every take,
  * yet an exact bucket must know when each take happened, I2):
@@ -289,6 +297,13 @@ public final class SharedTokenBucket implements RateLimiter {
 	/** Capped release only: guarded by {@link #lock}; volatile for readers outside it. */
 	private volatile long ceil;
 
+	/**
+	 * Capped release only (I8): {@code (tail, tokens)} pairs of tokens refunded without a permit, not yet in the
+	 * ceiling, in tail order: each moves into it once the claims ahead of {@code tail} are within it (guarded by
+	 * {@link #lock}; only read under it).
+	 */
+	private long[] ceilingCredits = NO_HOLES;
+
 	private SharedTokenBucket(Builder builder) {
 		Rate rate = builder.rate();
 		long lim = builder.checkedLimit(rate);
@@ -417,21 +432,25 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (this.cappedRelease && n > 0) {
 			synchronized (this.lock) {
 				this.ceil += n;
+				if (this.ceilingCredits.length != 0) {
+					foldReached(now()); // I8: refunds waiting at the end of the line that the ceiling now reaches
+				}
 			}
 			wakeAll();
 		}
 	}
 
 	/**
-	 * Gives back {@code n} tokens that a granted call took, as if it had not taken them (I7): they are
-	 * available again at once, first to the callers already waiting, in order, but the bucket never holds
-	 * more than its limit (I1). With capped release this acts on the rate only: the ceiling does not move,
-	 * so the call's tokens stay in flight until its permit is closed (or {@link #release} is called), and
-	 * the refund and the release never give the same tokens back twice. A waiter that gives up uses
-	 * {@link #refund(long, long)} instead, so that callers ahead of it gain nothing.
+	 * Gives back {@code n} tokens that a call took, as if it had not taken them (I7): they are available
+	 * again at once, first to the callers already waiting, in order, but the bucket never holds more than
+	 * its limit (I1). With capped release they also go back to the ceiling (I8): a caller that gave up
+	 * (seastar's give-up after {@link #grab}) never shrinks the bucket, and a caller that took them
+	 * (a grab it went ahead with, {@link #tryAcquire}) then holds {@code n} fewer and releases the rest;
+	 * a caller that holds a {@link Permit} refunds with {@link #refund(long, Permit)}. A waiter that gives
+	 * up may also use {@link #refund(long, long)}, so that callers ahead of it gain nothing.
 	 *
 	 * @param n the tokens given back, {@code 0..2^50}; more than the call took only fills
-	 *        the bucket up to its limit
+	 *        the bucket up to its limit (and, capped, the ceiling up to the claims)
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
 	@Override
@@ -439,18 +458,65 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (checkedAmount(n) == 0) {
 			return;
 		}
+		refundLocked(n, n, false);
+	}
+
+	/**
+	 * Gives back {@code n} tokens of the call that holds {@code permit} (I7): as {@link #refund(long)},
+	 * except that with capped release the tokens leave the flight through the permit (I8): its close
+	 * releases {@code n} fewer, and once it is closed the refund acts on the rate only (the release gave
+	 * the tokens back to the ceiling already).
+	 *
+	 * @param n the tokens given back, {@code 0..2^50}
+	 * @param permit the permit of the call, from this bucket
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range
+	 */
+	@Override
+	public void refund(long n, Permit permit) {
+		if (checkedAmount(n) == 0) {
+			return;
+		}
+		if (!(permit instanceof CappedPermit held) || held.bucket != this) {
+			refundLocked(n, n, false);
+			return;
+		}
+		refundLocked(n, held.takeBack(n), true);
+	}
+
+	/**
+	 * I7 and I8: {@code n} tokens back to the head, {@code toCeiling} of them (capped release) to the ceiling: at
+	 * once when they come from a permit, else once the claims now in line are within it.
+	 */
+	private void refundLocked(long n, long toCeiling, boolean throughPermit) {
 		synchronized (this.lock) {
 			unstripeLocked();
 			long now = now();
 			State s = foldReached(now);
 			long tl = (long) TAIL.getVolatile(this);
+			long effectiveTail = tl - s.credit(tl + 1);
 			// I1: the head need never run more than the limit ahead of the claims (and so never wraps);
 			// a fast-path claim that moves the tail meanwhile sees the new state and re-checks (I6)
-			long room = tl - s.credit(tl + 1) + s.limit - s.headAt(now);
+			long room = effectiveTail + s.limit - s.headAt(now);
 			if (room > 0) {
 				this.state = s.withBase(s.base + Math.min(n, room), s.holes);
-				foldReached(now);
 			}
+			if (this.cappedRelease && toCeiling > 0) {
+				// I8: the tokens claimed and neither released nor refunded, which the ceiling never passes
+				long claimed = effectiveTail - s.charged(tl + 1) - pendingCredits() + s.limit - this.ceil;
+				long back = Math.min(toCeiling, claimed);
+				if (back > 0 && throughPermit) {
+					this.ceil += back; // a permit's tokens were within the ceiling: the claims behind them move up
+				}
+				else if (back > 0) {
+					// not known to be within the ceiling (a waiter that gave up may be anywhere in line): the
+					// tokens wait at the end of the line until every claim ahead is within it, so none gains early
+					long[] credits = Arrays.copyOf(this.ceilingCredits, this.ceilingCredits.length + 2);
+					credits[credits.length - 2] = tl;
+					credits[credits.length - 1] = back;
+					this.ceilingCredits = credits;
+				}
+			}
+			foldReached(now);
 		}
 		wakeAll();
 	}
@@ -576,6 +642,9 @@ public final class SharedTokenBucket implements RateLimiter {
 				this.ceil += newLimit - s.limit;
 			}
 			this.state = new State(s.rate, s.start, s.base, newLimit, s.holes, s.charges);
+			if (this.ceilingCredits.length != 0) {
+				foldReached(now); // I8
+			}
 		}
 		wakeAll();
 	}
@@ -678,6 +747,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		State s;
 		long now;
 		long pending = 0;
+		long credits;
 		synchronized (this.lock) {
 			unstripeLocked();
 			// the tail before the clock: every grab it shows read the clock before moving it, so none is
@@ -686,6 +756,7 @@ public final class SharedTokenBucket implements RateLimiter {
 			now = now();
 			s = foldReached(now);
 			cap = this.ceil;
+			credits = pendingCredits();
 			for (Claim claim : this.sleepers) {
 				pending += claim.tokens();
 			}
@@ -697,7 +768,8 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (this.cappedRelease) {
 			long ceilingTail = effectiveTail - s.charged(tl + 1); // charges are not in flight (I7)
 			available = Math.min(available, cap - ceilingTail);
-			inFlight = Math.max(0, ceilingTail - cap + s.limit - pending);
+			// nor tokens refunded that wait to move into the ceiling (I8), not available yet either
+			inFlight = Math.max(0, ceilingTail - credits - cap + s.limit - pending);
 		}
 		long owed = effectiveTail - head;
 		if (this.cappedRelease) {
@@ -1350,6 +1422,12 @@ public final class SharedTokenBucket implements RateLimiter {
 				this.state = s.withBase(s.base, Arrays.copyOf(holes, keep));
 			}
 		}
+		long tl = (long) TAIL.getVolatile(this);
+		for (int i = 0; i < this.ceilingCredits.length; i += 2) {
+			if (this.ceilingCredits[i] - tl > 0) {
+				this.ceilingCredits[i] = tl; // I8: the claims between were given back (written under the lock)
+			}
+		}
 		foldReached(now);
 		return false;
 	}
@@ -1362,6 +1440,42 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return the state in force after folding
 	 */
 	private State foldReached(long now) {
+		State s = foldHolesAndCharges(now);
+		if (this.ceilingCredits.length != 0) {
+			foldCredits(s);
+		}
+		return s;
+	}
+
+	/**
+	 * I8 under the lock: refunds waiting at the end of the line move into the ceiling once the claims ahead of
+	 * them are within it (after the state's holes and charges folded).
+	 */
+	private void foldCredits(State s) {
+		long[] credits = this.ceilingCredits;
+		long cap = this.ceil;
+		int i = 0;
+		while (i < credits.length && capMissing(cap, s, credits[i]) == 0) {
+			cap += credits[i + 1];
+			i += 2;
+		}
+		if (i != 0) {
+			this.ceilingCredits = (i == credits.length) ? NO_HOLES : Arrays.copyOfRange(credits, i, credits.length);
+			this.ceil = cap;
+		}
+	}
+
+	/** I8: tokens refunded that wait to move into the ceiling (not in flight any more). */
+	private long pendingCredits() {
+		long sum = 0;
+		for (int i = 1; i < this.ceilingCredits.length; i += 2) {
+			sum += this.ceilingCredits[i];
+		}
+		return sum;
+	}
+
+	/** {@link #foldReached}, without the refunds of I8. */
+	private State foldHolesAndCharges(long now) {
 		State s = this.state;
 		long[] holes = s.holes;
 		long[] charges = s.charges;
@@ -1478,7 +1592,55 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	private Permit permitFor(long n) {
-		return this.cappedRelease ? Permit.once(() -> release(n)) : Permit.noop();
+		return this.cappedRelease ? new CappedPermit(this, n) : Permit.noop();
+	}
+
+	/**
+	 * Capped release: the permit of a call, which releases what the call still holds, once (I8): what it
+	 * was granted less what it refunded through {@link #refund(long, Permit)}.
+	 */
+	private static final class CappedPermit implements Permit {
+
+		private static final VarHandle HELD;
+
+		static {
+			try {
+				HELD = MethodHandles.lookup().findVarHandle(CappedPermit.class, "held", long.class);
+			}
+			catch (ReflectiveOperationException ex) {
+				throw new ExceptionInInitializerError(ex);
+			}
+		}
+
+		final SharedTokenBucket bucket;
+
+		/** Tokens the call still holds: 0 once closed. */
+		@SuppressWarnings("unused")
+		private volatile long held;
+
+		CappedPermit(SharedTokenBucket bucket, long n) {
+			this.bucket = bucket;
+			this.held = n;
+		}
+
+		/** Takes up to {@code n} of the tokens still held off the permit, for a refund: the tokens taken. */
+		long takeBack(long n) {
+			for (;;) {
+				long h = (long) HELD.getVolatile(this);
+				long take = Math.min(n, h);
+				if (take <= 0 || HELD.compareAndSet(this, h, h - take)) {
+					return Math.max(take, 0);
+				}
+			}
+		}
+
+		@Override
+		public void close() {
+			long h = (long) HELD.getAndSet(this, 0L);
+			if (h > 0) {
+				this.bucket.release(h);
+			}
+		}
 	}
 
 	private void checkCost(long n) {

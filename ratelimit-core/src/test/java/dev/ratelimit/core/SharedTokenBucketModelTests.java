@@ -297,6 +297,16 @@ class SharedTokenBucketModelTests {
 			granted(new Grant(n, close));
 		}
 
+		/** A call that holds a permit: refunds through it, and (capped) its close releases the rest, once. */
+		private void grantedWithPermit(long n, Permit permit) {
+			Grant grant = new Grant(n, this.capped ? () -> {
+				permit.close();
+				permit.close(); // releases once however often it is closed
+			} : null);
+			grant.permit = permit;
+			granted(grant);
+		}
+
 		private void granted(Grant grant) {
 			this.grants.add(grant);
 			if (this.grants.size() > 32) {
@@ -410,10 +420,7 @@ class SharedTokenBucketModelTests {
 			log("acquire(%d, %s) -> granted (reference covered=%s wait=%d)", n, maxWait, covered, wait);
 			equal("granted acquire(" + n + ", " + maxWait + ")", false, refuse);
 			this.ref.grant(claim);
-			granted(n, this.capped ? () -> {
-				permit.close();
-				permit.close();
-			} : null);
+			grantedWithPermit(n, permit);
 		}
 
 		private void poll() {
@@ -455,10 +462,7 @@ class SharedTokenBucketModelTests {
 				this.ref.grant(w.claim);
 				this.waiters.remove(index);
 				log("permit #%d", w.claim.id);
-				granted(w.claim.n, this.capped ? () -> {
-					permit.close();
-					permit.close(); // releases once however often it is closed
-				} : null);
+				grantedWithPermit(w.claim.n, permit);
 			}
 		}
 
@@ -553,7 +557,7 @@ class SharedTokenBucketModelTests {
 					// seastar's give-up: the claim stays in line and its tokens come back, to the head (never beyond
 					// the limit) and, capped, to the ceiling: a caller that gave up never shrinks the bucket
 					this.bucket.refund(grab[1]);
-					this.ref.refund(grab[1], this.capped ? grab[1] : 0);
+					this.ref.refund(grab[1], this.capped ? grab[1] : 0, false);
 					log("refund(%d) of a grab that gives up", grab[1]);
 				}
 				else {
@@ -596,9 +600,9 @@ class SharedTokenBucketModelTests {
 		 */
 		private void refund() {
 			// capped: a caller that releases itself refunds while it holds the tokens (after its release they are
-			// under the ceiling already)
+			// under the ceiling already); one with a permit refunds through it, before or after closing it
 			List<Grant> refundable = this.grants.stream()
-				.filter((g) -> g.refunded < g.n && (!this.capped || g.raw && g.close != null))
+				.filter((g) -> g.refunded < g.n && (!this.capped || !g.raw || g.close != null))
 				.toList();
 			if (refundable.isEmpty()) {
 				return;
@@ -609,10 +613,16 @@ class SharedTokenBucketModelTests {
 			this.ref.advance(this.clock.getAsLong());
 			Map<Integer, Long> before = pollAll("before refund");
 			Map<Integer, Long> referenceBefore = referenceWaits();
+			// capped: the call holds n fewer, the ceiling has them back, unless its permit released them already
+			long toCeiling = (this.capped && grant.close != null) ? n : 0;
 			grant.refunded += n;
-			this.bucket.refund(n);
-			long toCeiling = this.capped ? n : 0; // capped: the call holds n fewer, the ceiling has them back
-			this.ref.refund(n, toCeiling);
+			if (grant.permit != null) {
+				this.bucket.refund(n, grant.permit);
+			}
+			else {
+				this.bucket.refund(n);
+			}
+			this.ref.refund(n, toCeiling, grant.permit != null);
 			this.ref.inFlight -= toCeiling;
 			log("refund(%d) of a call of %d tokens (%s)", n, grant.n, (grant.close != null) ? "permit open" : "released");
 			Map<Integer, Long> after = pollAll("after refund");
@@ -694,11 +704,17 @@ class SharedTokenBucketModelTests {
 				equal("until full (ns)", s.untilFull().toNanos(), this.ref.nanosUntilFull());
 			}
 			if (this.capped) {
-				// (a grab's tokens are in flight from the grab: the bucket does not know when its caller goes ahead)
-				long grabbed = this.grabs.stream().mapToLong((g) -> g[1]).sum();
+				// (a grab's tokens count as in flight from the grab: the bucket does not know when its caller goes
+				// ahead; once covered, they are granted)
+				long grabbed = 0;
+				long grabbedCovered = 0;
+				for (long[] g : this.grabs) {
+					grabbed += g[1];
+					grabbedCovered += (this.ref.deficiency(this.ref.byId((int) g[2])) == 0) ? g[1] : 0;
+				}
 				equal("in flight", (long) s.inFlight(), this.ref.inFlight + grabbed);
-				if ((long) s.available() + this.ref.inFlight + grabbed > this.ref.limit) {
-					throw new AssertionError("capped: in flight " + (this.ref.inFlight + grabbed) + " + available "
+				if ((long) s.available() + this.ref.inFlight + grabbedCovered > this.ref.limit) {
+					throw new AssertionError("capped: in flight " + (this.ref.inFlight + grabbedCovered) + " + available "
 							+ s.available() + " > limit " + this.ref.limit);
 				}
 			}
@@ -744,6 +760,9 @@ class SharedTokenBucketModelTests {
 
 		/** Capped: released by its caller with {@code release(n - refunded)} (tryAcquire, a grab), not by a permit. */
 		boolean raw;
+
+		/** The call's permit, when it has one: refunds go through it. */
+		Permit permit;
 
 		Grant(long n, Runnable close) {
 			this.n = n;
@@ -832,7 +851,7 @@ class SharedTokenBucketModelTests {
 		}
 
 		Claim claim(long n) {
-			Claim c = new Claim(this.ids++, n, false);
+			Claim c = new Claim(this.ids++, n, false, false);
 			this.a = this.a.subtract(scaled(n));
 			this.cap -= n;
 			this.queue.add(c);
@@ -846,8 +865,8 @@ class SharedTokenBucketModelTests {
 				this.a = this.a.add(scaled(n));
 				return false;
 			}
-			if (this.queue.stream().anyMatch((c) -> !c.charge)) {
-				this.queue.add(new Claim(this.ids++, n, true));
+			if (this.queue.stream().anyMatch((c) -> !c.charge && !c.credit)) {
+				this.queue.add(new Claim(this.ids++, n, true, false));
 			}
 			return true;
 		}
@@ -871,7 +890,7 @@ class SharedTokenBucketModelTests {
 			long sum = 0;
 			boolean after = false;
 			for (Claim other : this.queue) {
-				if (after && (forRate || !other.charge)) {
+				if (after && !other.credit && (forRate || !other.charge)) {
 					sum += other.n;
 				}
 				if (other == c) {
@@ -912,11 +931,42 @@ class SharedTokenBucketModelTests {
 			this.a = this.a.add(scaled(c.n)).min(limitScaled());
 			this.cap += c.n;
 			dropLeadingCharges();
+			foldCredits();
+			dropLeadingCharges();
+		}
+
+		/** Refunds waiting at the end of the line go to the ceiling, in order, once every claim ahead is within it. */
+		private void foldCredits() {
+			for (int i = 0; i < this.queue.size();) {
+				Claim credit = this.queue.get(i);
+				if (!credit.credit) {
+					i++;
+					continue;
+				}
+				Claim last = null;
+				for (int j = 0; j < i; j++) {
+					Claim c = this.queue.get(j);
+					if (!c.charge && !c.credit) {
+						last = c;
+					}
+				}
+				if (last != null && this.cap + behind(last, false) < 0) {
+					return;
+				}
+				this.cap += credit.n;
+				this.queue.remove(i);
+			}
+		}
+
+		private long pendingCredits() {
+			return this.queue.stream().filter(Claim::credit).mapToLong(Claim::n).sum();
 		}
 
 		void grant(Claim c) {
 			this.queue.remove(c);
 			this.inFlight += c.n;
+			dropLeadingCharges();
+			foldCredits();
 			dropLeadingCharges();
 		}
 
@@ -930,15 +980,28 @@ class SharedTokenBucketModelTests {
 		void release(long n) {
 			this.cap += n;
 			this.inFlight -= n;
+			foldCredits();
 		}
 
 		/**
 		 * {@code n} tokens back to the rate, never above the limit; capped, {@code toCeiling} of them back to the
-		 * ceiling as well (they are no longer claimed: in flight or waiting), never more than are claimed.
+		 * ceiling as well (they are no longer claimed: in flight or waiting), never more than are claimed: at once
+		 * through a permit, otherwise once every claim now in line is within the ceiling.
 		 */
-		void refund(long n, long toCeiling) {
+		void refund(long n, long toCeiling, boolean throughPermit) {
 			this.a = this.a.add(scaled(n)).min(limitScaled());
-			this.cap = Math.min(this.cap + toCeiling, this.limit);
+			long back = Math.min(toCeiling, this.limit - this.cap - pendingCredits());
+			if (back <= 0) {
+				return;
+			}
+			if (throughPermit) {
+				this.cap += back; // a permit's tokens were within the ceiling: the claims behind move up at once
+			}
+			else {
+				this.queue.add(new Claim(this.ids++, back, false, true));
+			}
+			foldCredits();
+			dropLeadingCharges();
 		}
 
 		void updateRate(long tokens, long periodNanos) {
@@ -952,6 +1015,7 @@ class SharedTokenBucketModelTests {
 			this.cap += newLimit - this.limit;
 			this.limit = newLimit;
 			this.a = this.a.min(limitScaled());
+			foldCredits();
 		}
 
 		/** Nanoseconds until the bucket holds its limit if nobody takes or gives back: exact, rounded up. */
@@ -974,11 +1038,15 @@ class SharedTokenBucketModelTests {
 					+ this.limit + " cap=" + this.cap + " inFlight=" + this.inFlight + " queue=" + this.queue;
 		}
 
-		record Claim(int id, long n, boolean charge) {
+		/**
+		 * A claim in line; or a charge made while claims wait; or (capped) a refund's tokens that wait at the end of
+		 * the line to go back to the ceiling until every claim ahead of them is within it.
+		 */
+		record Claim(int id, long n, boolean charge, boolean credit) {
 
 			@Override
 			public String toString() {
-				return (this.charge ? "charge#" : "#") + this.id + ":" + this.n;
+				return (this.charge ? "charge#" : this.credit ? "credit#" : "#") + this.id + ":" + this.n;
 			}
 		}
 	}

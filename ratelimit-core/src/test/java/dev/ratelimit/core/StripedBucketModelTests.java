@@ -521,7 +521,7 @@ class StripedBucketModelTests {
 			};
 			this.ref.advance(this.clock.getAsLong());
 			this.bucket.refund(n);
-			this.ref.refund(n, 0);
+			this.ref.refund(n, 0, false);
 			log("refund(%d)", n);
 			resetWindow(); // tokens given back may be taken again: the window restarts
 		}
