@@ -1440,18 +1440,21 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * @return the state in force after folding
 	 */
 	private State foldReached(long now) {
-		State s = foldHolesAndCharges(now);
-		if (this.ceilingCredits.length != 0) {
-			foldCredits(s);
+		for (;;) {
+			State s = foldHolesAndCharges(now);
+			if (this.ceilingCredits.length == 0 || !foldCredits(s)) {
+				return s; // (a refund in the ceiling may let a charge or a hole behind it fold, and so on)
+			}
 		}
-		return s;
 	}
 
 	/**
 	 * I8 under the lock: refunds waiting at the end of the line move into the ceiling once the claims ahead of
 	 * them are within it (after the state's holes and charges folded).
+	 *
+	 * @return whether any moved
 	 */
-	private void foldCredits(State s) {
+	private boolean foldCredits(State s) {
 		long[] credits = this.ceilingCredits;
 		long cap = this.ceil;
 		int i = 0;
@@ -1459,10 +1462,12 @@ public final class SharedTokenBucket implements RateLimiter {
 			cap += credits[i + 1];
 			i += 2;
 		}
-		if (i != 0) {
-			this.ceilingCredits = (i == credits.length) ? NO_HOLES : Arrays.copyOfRange(credits, i, credits.length);
-			this.ceil = cap;
+		if (i == 0) {
+			return false;
 		}
+		this.ceilingCredits = (i == credits.length) ? NO_HOLES : Arrays.copyOfRange(credits, i, credits.length);
+		this.ceil = cap;
+		return true;
 	}
 
 	/** I8: tokens refunded that wait to move into the ceiling (not in flight any more). */
