@@ -116,6 +116,9 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void build() {
+			if (this.random.nextInt(10) == 0) {
+				tooLarge();
+			}
 			long[] rate = randomRate();
 			long limit = randomLimit();
 			long initial = switch (this.random.nextInt(3)) {
@@ -139,6 +142,44 @@ class SharedTokenBucketModelTests {
 					this.capped, this.striped);
 		}
 
+		/**
+		 * Revision 3: the largest limit and initial are 2^50 (a bucket whose full contents could not be taken at
+		 * once is a trap): a larger one, given or by default (one period's rate), fails at the builder naming it.
+		 */
+		private void tooLarge() {
+			long over = SharedTokenBucket.MAX_COST + 1 + ((this.random.nextBoolean()) ? 0
+					: this.random.nextLong(Long.MAX_VALUE - SharedTokenBucket.MAX_COST - 1));
+			int which = this.random.nextInt(3);
+			SharedTokenBucket.Builder builder = SharedTokenBucket.builder().cappedRelease(this.capped).clock(this.clock);
+			String argument = switch (which) {
+				case 0 -> {
+					builder.rate(1, Duration.ofSeconds(1)).limit(over);
+					yield "limit";
+				}
+				case 1 -> {
+					builder.rate(over, Duration.ofSeconds(1)); // the default limit: one period's rate
+					yield "limit";
+				}
+				default -> {
+					builder.rate(1, Duration.ofSeconds(1)).initial(over);
+					yield "initial";
+				}
+			};
+			try {
+				builder.build();
+			}
+			catch (IllegalArgumentException ex) {
+				log("build %s %d -> rejected: %s", argument, over, ex.getMessage());
+				if (!String.valueOf(ex.getMessage()).startsWith(argument)) {
+					throw new AssertionError("a " + argument + " of " + over + " was rejected without naming it: "
+							+ ex.getMessage(), ex);
+				}
+				return;
+			}
+			throw new AssertionError("a bucket was built with a " + argument + " of " + over + " (case " + which
+					+ "), above 2^50: its full contents could not be taken at once");
+		}
+
 		private long[] randomRate() {
 			return switch (this.random.nextInt(10)) {
 				case 0 -> new long[] { 1, CENTURY };
@@ -158,7 +199,7 @@ class SharedTokenBucketModelTests {
 			return switch (this.random.nextInt(8)) {
 				case 0 -> 1;
 				case 1 -> 1 + this.random.nextLong(1_000_000);
-				case 2 -> 1L << 40;
+				case 2 -> this.random.nextBoolean() ? 1L << 40 : SharedTokenBucket.MAX_COST; // (the largest, revision 3)
 				default -> 1 + this.random.nextLong(20);
 			};
 		}
@@ -166,7 +207,8 @@ class SharedTokenBucketModelTests {
 		private long randomCost() {
 			long limit = this.ref.limit;
 			if (!this.capped && this.random.nextInt(20) == 0) {
-				return this.random.nextBoolean() ? SharedTokenBucket.MAX_COST : limit + 1 + this.random.nextLong(1000);
+				return this.random.nextBoolean() ? SharedTokenBucket.MAX_COST
+						: Math.min(limit + 1 + this.random.nextLong(1000), SharedTokenBucket.MAX_COST);
 			}
 			return 1 + this.random.nextLong(Math.min(limit, 1_000_000) + (this.capped ? 0 : 2));
 		}
@@ -272,6 +314,20 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void tryAcquire() {
+			if (this.random.nextInt(40) == 0) {
+				// revision 3: the largest claim is 2^50; a larger one is rejected naming n, and nothing changes
+				long n = SharedTokenBucket.MAX_COST + 1 + this.random.nextLong(Long.MAX_VALUE - SharedTokenBucket.MAX_COST - 1);
+				try {
+					this.bucket.tryAcquire(n);
+				}
+				catch (IllegalArgumentException ex) {
+					log("tryAcquire(%d) -> rejected: %s", n, ex.getMessage());
+					equal("the argument a claim above 2^50 is rejected for", String.valueOf(ex.getMessage()).startsWith("n "),
+							true);
+					return;
+				}
+				throw new AssertionError("tryAcquire(" + n + ") was accepted, above 2^50");
+			}
 			tryAcquire(randomCost());
 		}
 
