@@ -794,6 +794,10 @@ public final class HybridRateLimiter implements RateLimiter {
 		if (n < 0) {
 			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
 		}
+		if (n > SharedTokenBucket.MAX_COST) {
+			throw new IllegalArgumentException("n must be at most 2^50 (" + SharedTokenBucket.MAX_COST
+					+ ") operations, was " + n);
+		}
 		long max = this.settings.maxOperations();
 		if (n > max) {
 			throw new IllegalArgumentException("n must be at most " + max + " operations (what the active and"
@@ -859,6 +863,10 @@ public final class HybridRateLimiter implements RateLimiter {
 			}
 			if (limit != null && limit < 1) {
 				throw new IllegalArgumentException("limit must be >= 1 operation, was " + limit);
+			}
+			if (limit != null && limit > SharedTokenBucket.MAX_COST) {
+				throw new IllegalArgumentException("limit must be at most 2^50 (" + SharedTokenBucket.MAX_COST
+						+ ") operations, was " + limit);
 			}
 			this.rate = rate;
 			this.burstRatio = burstRatio;

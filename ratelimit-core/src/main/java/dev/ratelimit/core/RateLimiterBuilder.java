@@ -69,8 +69,10 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	}
 
 	/**
-	 * The most the limiter banks, {@code >= 1}: tokens for a bucket, operations in the active pool for
-	 * the pacer. Each limiter documents its default.
+	 * The most the limiter banks, {@code 1..2^50}: tokens for a bucket, operations in the active pool for
+	 * the pacer (the largest claim is 2^50 too: a limiter whose full contents could not be taken at once
+	 * is a trap). Each limiter documents its default; {@code build()} fails naming {@code limit} for one
+	 * out of range, given or by default.
 	 *
 	 * @param limit the limit
 	 * @return this builder

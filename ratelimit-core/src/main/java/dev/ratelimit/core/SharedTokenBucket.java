@@ -621,13 +621,16 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * fills with time from now on (idle time before it is not banked at the new limit). With capped
 	 * release the ceiling moves by the difference. Callers already covered stay covered.
 	 *
-	 * @param newLimit the new limit, {@code >= 1} and at least the threshold
+	 * @param newLimit the new limit, {@code 1..2^50} and at least the threshold
 	 */
 	@Override
 	public void updateLimit(long newLimit) {
 		if (newLimit < 1 || newLimit < this.threshold) {
 			throw new IllegalArgumentException("limit must be >= " + Math.max(1, this.threshold)
 					+ " (the threshold), was " + newLimit);
+		}
+		if (newLimit > MAX_COST) {
+			throw new IllegalArgumentException("limit must be at most 2^50 (" + MAX_COST + "), was " + newLimit);
 		}
 		synchronized (this.lock) {
 			unstripeLocked();
