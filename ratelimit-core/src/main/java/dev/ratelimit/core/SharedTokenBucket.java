@@ -2,6 +2,8 @@ package dev.ratelimit.core;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.time.Duration;
 import java.util.Arrays;
 import java.util.Set;
@@ -309,10 +311,10 @@ public final class SharedTokenBucket implements RateLimiter {
 		long lim = builder.checkedLimit(rate);
 		long init = (builder.initial != null) ? builder.initial : lim;
 		if (init < 0 || init > lim) {
-			throw new IllegalArgumentException("initial must be between 0 and limit (" + lim + "), was " + init);
+			throw new InvalidArgumentException("initial", init, 0L, lim, "initial must be between 0 and limit (" + lim + "), was " + init);
 		}
 		if (builder.threshold < 1 || builder.threshold > lim) {
-			throw new IllegalArgumentException(
+			throw new InvalidArgumentException("threshold", builder.threshold, 1L, lim,
 					"threshold must be between 1 and limit (" + lim + "), was " + builder.threshold);
 		}
 		this.name = builder.name;
@@ -329,13 +331,28 @@ public final class SharedTokenBucket implements RateLimiter {
 	}
 
 	/**
-	 * The limit a bucket has when none is given: one period's tokens, at least 1.
+	 * The limit a bucket has when none is given: one period's tokens of the rate as given to the builder,
+	 * at least 1 ({@link #defaultLimit(BigDecimal)}).
 	 *
 	 * @param rate the rate
 	 * @return the default limit
 	 */
 	public static long defaultLimit(Rate rate) {
-		return Math.max(1, rate.tokens());
+		return defaultLimit(BigDecimal.valueOf(rate.tokens()));
+	}
+
+	/**
+	 * The one rule for a limit that is not given: the tokens of one period, rounded down, at least 1; the
+	 * period is the one the rate is given in. A configuration that gives a fractional rate computes it from
+	 * the rate as written (2.5 per second: 2) and passes it; a {@link Rate} made from 2.5 per second is
+	 * 5 per 2 seconds, so a builder given that rate and no limit takes 5. Above 2^50 the builder refuses it.
+	 *
+	 * @param tokensPerPeriod the rate's tokens per its period, {@code > 0}
+	 * @return the default limit, saturated at {@code Long.MAX_VALUE}
+	 */
+	public static long defaultLimit(BigDecimal tokensPerPeriod) {
+		BigInteger whole = tokensPerPeriod.toBigInteger();
+		return (whole.signum() <= 0) ? 1 : (whole.bitLength() > 63) ? Long.MAX_VALUE : whole.longValueExact();
 	}
 
 	/**
@@ -603,7 +620,7 @@ public final class SharedTokenBucket implements RateLimiter {
 	 */
 	public void updateRate(Rate rate) {
 		if (rate == null) {
-			throw new IllegalArgumentException("rate must not be null");
+			throw new InvalidArgumentException("rate", null, null, null, "rate must not be null");
 		}
 		synchronized (this.lock) {
 			unstripeLocked();
@@ -626,11 +643,13 @@ public final class SharedTokenBucket implements RateLimiter {
 	@Override
 	public void updateLimit(long newLimit) {
 		if (newLimit < 1 || newLimit < this.threshold) {
-			throw new IllegalArgumentException("limit must be >= " + Math.max(1, this.threshold)
+			throw new InvalidArgumentException("limit", newLimit, Math.max(1, this.threshold), MAX_COST,
+					"limit must be >= " + Math.max(1, this.threshold)
 					+ " (the threshold), was " + newLimit);
 		}
 		if (newLimit > MAX_COST) {
-			throw new IllegalArgumentException("limit must be at most 2^50 (" + MAX_COST + "), was " + newLimit);
+			throw new InvalidArgumentException("limit", newLimit, Math.max(1, this.threshold), MAX_COST,
+					"limit must be at most 2^50 (" + MAX_COST + "), was " + newLimit);
 		}
 		synchronized (this.lock) {
 			unstripeLocked();
@@ -1343,7 +1362,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		long tl = (long) TAIL.getVolatile(this);
 		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
 		if (owed > MAX_COST || owed < -MAX_COST) {
-			throw new IllegalArgumentException("n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
+			throw new InvalidArgumentException("n", n, 0L, null, "n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
 					+ of() + ": " + (owed - n) + " are owed already");
 		}
 		if (charge && this.cappedRelease) {
@@ -1655,7 +1674,7 @@ public final class SharedTokenBucket implements RateLimiter {
 		checkNonNegative(n);
 		checkAtMostMaxCost(n);
 		if (this.cappedRelease && n > this.state.limit) {
-			throw new IllegalArgumentException("n must be at most the limit (" + this.state.limit
+			throw new InvalidArgumentException("n", n, 0L, this.state.limit, "n must be at most the limit (" + this.state.limit
 					+ ") of capped bucket" + of() + ", was " + n + ": it could never be granted");
 		}
 	}
@@ -1669,13 +1688,13 @@ public final class SharedTokenBucket implements RateLimiter {
 
 	private static void checkAtMostMaxCost(long n) {
 		if (n > MAX_COST) {
-			throw new IllegalArgumentException("n must be at most 2^50 (" + MAX_COST + "), was " + n);
+			throw new InvalidArgumentException("n", n, 0L, MAX_COST, "n must be at most 2^50 (" + MAX_COST + "), was " + n);
 		}
 	}
 
 	private static void checkNonNegative(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0, was " + n);
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0, was " + n);
 		}
 	}
 

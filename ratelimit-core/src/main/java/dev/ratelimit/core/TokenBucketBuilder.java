@@ -51,10 +51,10 @@ public abstract class TokenBucketBuilder<B extends TokenBucketBuilder<B>> extend
 		Long given = limiterLimit();
 		long limit = (given != null) ? given : SharedTokenBucket.defaultLimit(rate);
 		if (limit < 1) {
-			throw new IllegalArgumentException("limit must be >= 1, was " + limit);
+			throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST, "limit must be >= 1, was " + limit);
 		}
 		if (limit > SharedTokenBucket.MAX_COST) {
-			throw new IllegalArgumentException("limit must be at most 2^50 (" + SharedTokenBucket.MAX_COST + "), was "
+			throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST, "limit must be at most 2^50 (" + SharedTokenBucket.MAX_COST + "), was "
 					+ limit + ((given != null) ? "" : " (by default one period's rate: give a limit)"));
 		}
 		return limit;
