@@ -240,7 +240,7 @@ final class Call implements Reservation, Permit {
 		}
 		for (int i = 0; i < this.limits.length; i++) {
 			if (this.kept[i]) {
-				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i]);
+				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i], this.permits[i]);
 				this.permits[i].close();
 			}
 			if (this.decided[i]) {
@@ -320,13 +320,13 @@ final class Call implements Reservation, Permit {
 				continue;
 			}
 			if (limit.refundIf != null && limit.refundIf.test(invocation, value, exception)) {
-				limit.refund(this.tokens[i], this.keys[i], this.targets[i]);
+				limit.refund(this.tokens[i], this.keys[i], this.targets[i], this.permits[i]);
 				continue;
 			}
 			if (limit.settle != null) {
 				long real = limit.settle.cost(invocation, value, exception);
 				if (real >= 0 && real < this.tokens[i]) {
-					limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i]);
+					limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i], this.permits[i]);
 				}
 				else if (real > this.tokens[i]) {
 					limit.charge(real - this.tokens[i], this.keys[i], this.targets[i]);
