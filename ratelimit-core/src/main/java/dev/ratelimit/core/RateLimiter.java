@@ -113,8 +113,9 @@ public interface RateLimiter {
 	/**
 	 * Gives back {@code n} tokens that the call holding {@code permit} took, as {@link #refund(long)} does;
 	 * with capped release the tokens leave the flight through the permit: its close releases {@code n}
-	 * fewer, and once it is closed (the tokens are released already) the refund acts on the rate only.
-	 * For a limiter without capped release, or a permit it did not hand out, this is {@link #refund(long)}.
+	 * fewer, and once it is closed (the tokens are released already), or when the permit holds none of
+	 * the limiter's tokens ({@link Permit#noop()}, for tokens taken by {@link #charge}), the refund acts on
+	 * the rate only. For a limiter without capped release this is {@link #refund(long)}.
 	 *
 	 * @param n tokens (for the pacer: operations) given back, {@code >= 0}
 	 * @param permit the permit of the call the tokens were granted to

@@ -482,10 +482,12 @@ public final class SharedTokenBucket implements RateLimiter {
 	 * Gives back {@code n} tokens of the call that holds {@code permit} (I7): as {@link #refund(long)},
 	 * except that with capped release the tokens leave the flight through the permit (I8): its close
 	 * releases {@code n} fewer, and once it is closed the refund acts on the rate only (the release gave
-	 * the tokens back to the ceiling already).
+	 * the tokens back to the ceiling already). A permit that holds nothing of this bucket's (a closed one,
+	 * {@link Permit#noop()} for tokens taken by a {@link #charge}, another limiter's) puts nothing in the
+	 * ceiling either: the refund acts on the rate only.
 	 *
 	 * @param n the tokens given back, {@code 0..2^50}
-	 * @param permit the permit of the call, from this bucket
+	 * @param permit the permit of the call
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
 	@Override
@@ -493,11 +495,8 @@ public final class SharedTokenBucket implements RateLimiter {
 		if (checkedAmount(n) == 0) {
 			return;
 		}
-		if (!(permit instanceof CappedPermit held) || held.bucket != this) {
-			refundLocked(n, n, false);
-			return;
-		}
-		refundLocked(n, held.takeBack(n), true);
+		boolean ours = permit instanceof CappedPermit held && held.bucket == this;
+		refundLocked(n, ours ? ((CappedPermit) permit).takeBack(n) : 0, true);
 	}
 
 	/**

@@ -269,6 +269,12 @@ class SharedTokenBucketTests {
 		this.clock.advance(Duration.ofSeconds(1));
 		assertThat(bucket.snapshot().available()).isEqualTo(10);
 		assertThat(bucket.snapshot().inFlight()).isZero();
+		// a charge put nothing in flight: given back through a permit that holds nothing, the rate only
+		bucket.charge(4);
+		bucket.refund(4, Permit.noop());
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(drain(bucket)).isEqualTo(10);
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(10);
 	}
 
 	@Test
