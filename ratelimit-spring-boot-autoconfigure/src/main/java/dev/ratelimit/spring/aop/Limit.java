@@ -298,12 +298,8 @@ final class Limit {
 	}
 
 	private static void refund(RateLimiter limiter, long tokens, @Nullable Permit permit) {
-		if (permit != null) {
-			limiter.refund(tokens, permit);
-		}
-		else {
-			limiter.refund(tokens);
-		}
+		// (no permit, or a no-op one: nothing in flight, e.g. a shadow bucket's charge: the rate only)
+		limiter.refund(tokens, (permit != null) ? permit : Permit.noop());
 	}
 
 	/**
