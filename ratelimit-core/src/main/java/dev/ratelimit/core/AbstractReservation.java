@@ -142,7 +142,8 @@ public abstract class AbstractReservation implements Reservation {
 	 */
 	public static long budgetNanos(Duration maxWait) {
 		if (maxWait == null || maxWait.isNegative()) {
-			throw new IllegalArgumentException("maxWait must be a non-negative duration, was " + maxWait);
+			throw new InvalidArgumentException("maxWait", maxWait, Duration.ZERO, null,
+					"maxWait must be a non-negative duration, was " + maxWait);
 		}
 		return saturatedNanos(maxWait);
 	}

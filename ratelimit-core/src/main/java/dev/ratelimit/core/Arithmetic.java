@@ -70,13 +70,15 @@ final class Arithmetic {
 	 */
 	static long periodNanos(Duration period, String argument) {
 		if (period == null || period.isZero() || period.isNegative()) {
-			throw new IllegalArgumentException(argument + " must be a positive duration, was " + period);
+			throw new InvalidArgumentException(argument, period, Duration.ofNanos(1), Duration.ofNanos(Long.MAX_VALUE),
+					argument + " must be a positive duration, was " + period);
 		}
 		try {
 			return period.toNanos();
 		}
 		catch (ArithmeticException ex) {
-			throw new IllegalArgumentException(argument + " must be at most " + Duration.ofNanos(Long.MAX_VALUE)
+			throw new InvalidArgumentException(argument, period, Duration.ofNanos(1), Duration.ofNanos(Long.MAX_VALUE),
+					argument + " must be at most " + Duration.ofNanos(Long.MAX_VALUE)
 					+ ", was " + period);
 		}
 	}

@@ -206,23 +206,23 @@ public final class HybridRateLimiter implements RateLimiter {
 	public static HybridRateLimiter parse(String spec) {
 		Matcher m = (spec != null) ? SPEC.matcher(spec) : null;
 		if (m == null || !m.matches()) {
-			throw new IllegalArgumentException("Invalid rate spec \"" + spec + "\": expected " + SPEC_FORM);
+			throw new InvalidArgumentException("spec", spec, null, null, "Invalid rate spec \"" + spec + "\": expected " + SPEC_FORM);
 		}
 		BigDecimal rate = Rate.perSecond(m.group(1), m.group(2)).stripTrailingZeros();
 		if (rate.signum() <= 0) {
-			throw new IllegalArgumentException(
+			throw new InvalidArgumentException("spec", spec, null, null,
 					"Invalid rate spec \"" + spec + "\": the rate must be > 0; expected " + SPEC_FORM);
 		}
 		double ratio = (m.group(3) != null) ? Double.parseDouble(m.group(3)) : 1.1;
 		if (ratio < 1.0) {
-			throw new IllegalArgumentException(
+			throw new InvalidArgumentException("spec", spec, null, null,
 					"Invalid rate spec \"" + spec + "\": the burst ratio must be >= 1.0; expected " + SPEC_FORM);
 		}
 		// kept as written: 0.5 per second is 5 per 10 seconds
 		int scale = Math.max(rate.scale(), 0);
 		BigInteger operations = rate.movePointRight(scale).toBigIntegerExact();
 		if (scale > 9 || operations.bitLength() > 62) {
-			throw new IllegalArgumentException(
+			throw new InvalidArgumentException("spec", spec, null, null,
 					"Invalid rate spec \"" + spec + "\": too many digits; expected " + SPEC_FORM);
 		}
 		Duration period = Duration.ofSeconds(BigInteger.TEN.pow(scale).longValueExact());
@@ -298,7 +298,7 @@ public final class HybridRateLimiter implements RateLimiter {
 				return new Claim(this.tail, 0, maxWait, now2);
 			}
 			if (level() - ticks(n) < -(HUGE / 2)) {
-				throw new IllegalArgumentException("n (" + n + ") would put more than " + (HUGE / 2)
+				throw new InvalidArgumentException("n", n, 0L, null, "n (" + n + ") would put more than " + (HUGE / 2)
 						+ " ticks of operations in line" + of());
 			}
 			this.tail += n;
@@ -395,7 +395,7 @@ public final class HybridRateLimiter implements RateLimiter {
 		try {
 			fill(now);
 			if (n > HUGE / 2 / this.settings.rate.denominator() || level() - ticks(n) < -(HUGE / 2)) {
-				throw new IllegalArgumentException("n (" + n + ") would put more than " + (HUGE / 2)
+				throw new InvalidArgumentException("n", n, 0L, null, "n (" + n + ") would put more than " + (HUGE / 2)
 						+ " ticks of operations in line" + of());
 			}
 			this.tail += n;
@@ -801,18 +801,23 @@ public final class HybridRateLimiter implements RateLimiter {
 	/** A refund's or a charge's operations: any {@code n >= 0}. */
 	private static long checkedAmount(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
 		}
 		return n;
 	}
 
 	private void checkOperations(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 operations, was " + n);
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
+		}
+		if (n > SharedTokenBucket.MAX_COST) {
+			throw new InvalidArgumentException("n", n, 0L, SharedTokenBucket.MAX_COST,
+					"n must be at most 2^50 (" + SharedTokenBucket.MAX_COST
+					+ ") operations, was " + n);
 		}
 		long max = this.settings.maxOperations();
 		if (n > max) {
-			throw new IllegalArgumentException("n must be at most " + max + " operations (what the active and"
+			throw new InvalidArgumentException("n", n, 0L, max, "n must be at most " + max + " operations (what the active and"
 					+ " burst pools of" + ((this.name != null) ? " '" + this.name + "'" : " the pacer")
 					+ " hold together), was " + n);
 		}
@@ -827,7 +832,8 @@ public final class HybridRateLimiter implements RateLimiter {
 			return Long.MAX_VALUE;
 		}
 		if (maxBacklog.isNegative()) {
-			throw new IllegalArgumentException("maxBacklog must be a non-negative duration, was " + maxBacklog);
+			throw new InvalidArgumentException("maxBacklog", maxBacklog, Duration.ZERO, null,
+					"maxBacklog must be a non-negative duration, was " + maxBacklog);
 		}
 		return AbstractReservation.saturatedNanos(maxBacklog);
 	}
@@ -871,10 +877,15 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		Settings(Rate rate, double burstRatio, @Nullable Long limit, long maxBacklog) {
 			if (!(burstRatio >= 1.0) || Double.isInfinite(burstRatio)) {
-				throw new IllegalArgumentException("burstRatio must be >= 1.0, was " + burstRatio);
+				throw new InvalidArgumentException("burstRatio", burstRatio, 1.0, null, "burstRatio must be >= 1.0, was " + burstRatio);
 			}
 			if (limit != null && limit < 1) {
-				throw new IllegalArgumentException("limit must be >= 1 operation, was " + limit);
+				throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST, "limit must be >= 1 operation, was " + limit);
+			}
+			if (limit != null && limit > SharedTokenBucket.MAX_COST) {
+				throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST,
+						"limit must be at most 2^50 (" + SharedTokenBucket.MAX_COST
+						+ ") operations, was " + limit);
 			}
 			this.rate = rate;
 			this.burstRatio = burstRatio;
@@ -884,7 +895,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			BigInteger[] fraction = fraction(exact);
 			long den = rate.denominator();
 			if (den > MAX_CAP / 2) {
-				throw new IllegalArgumentException("rate must be at least one operation per "
+				throw new InvalidArgumentException("rate", rate, null, null, "rate must be at least one operation per "
 						+ Duration.ofNanos(MAX_CAP / 2) + " for the pacer, was " + rate);
 			}
 			BigInteger maxOps = BigInteger.valueOf(MAX_CAP / den);
@@ -897,7 +908,8 @@ public final class HybridRateLimiter implements RateLimiter {
 					.max(BigInteger.valueOf(2).multiply(BigInteger.valueOf(den)));
 			}
 			if (active.compareTo(BigInteger.valueOf(MAX_CAP)) > 0) {
-				throw new IllegalArgumentException("limit must be at most " + maxOps + " operations at " + rate
+				throw new InvalidArgumentException("limit", limit, 1L, maxOps.longValueExact(),
+						"limit must be at most " + maxOps + " operations at " + rate
 						+ ", was " + ((limit != null) ? limit : "the default"));
 			}
 			BigInteger capTicks = active.multiply(fraction[0]).divide(fraction[1]);
@@ -906,7 +918,8 @@ public final class HybridRateLimiter implements RateLimiter {
 				BigInteger largest = new BigDecimal(BigInteger.valueOf(MAX_CAP))
 					.divide(new BigDecimal(active), 6, java.math.RoundingMode.FLOOR)
 					.toBigInteger();
-				throw new IllegalArgumentException("burstRatio must be at most " + largest + " with an active pool of "
+				throw new InvalidArgumentException("burstRatio", burstRatio, 1.0, largest.doubleValue(),
+						"burstRatio must be at most " + largest + " with an active pool of "
 						+ active.divide(BigInteger.valueOf(den)) + " operations, was " + burstRatio);
 			}
 			this.ratioNum = fraction[0].longValueExact();
@@ -914,7 +927,7 @@ public final class HybridRateLimiter implements RateLimiter {
 			this.activeMax = active.longValueExact();
 			this.cap = capTicks.longValueExact();
 			if (this.cap < den) {
-				throw new IllegalArgumentException("the pools of " + rate + " hold less than one operation");
+				throw new InvalidArgumentException("rate", rate, null, null, "the pools of " + rate + " hold less than one operation");
 			}
 		}
 

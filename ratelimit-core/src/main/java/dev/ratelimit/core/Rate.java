@@ -67,7 +67,7 @@ public final class Rate {
 	public static Rate of(long tokens, Duration period) {
 		long periodNanos = Arithmetic.periodNanos(period, "period");
 		if (tokens <= 0) {
-			throw new IllegalArgumentException("rate must be > 0 tokens per period, was " + tokens);
+			throw new InvalidArgumentException("rate", tokens, 1L, null, "rate must be > 0 tokens per period, was " + tokens);
 		}
 		return new Rate(tokens, period, periodNanos);
 	}
@@ -96,14 +96,15 @@ public final class Rate {
 	public static Rate of(BigDecimal tokens, Duration period) {
 		Arithmetic.periodNanos(period, "period");
 		if (tokens == null || tokens.signum() <= 0) {
-			throw new IllegalArgumentException("rate must be > 0 tokens per period, was " + tokens);
+			throw new InvalidArgumentException("rate", tokens, null, null, "rate must be > 0 tokens per period, was " + tokens);
 		}
 		BigDecimal stripped = tokens.stripTrailingZeros();
 		int scale = Math.max(stripped.scale(), 0);
 		BigInteger whole = stripped.movePointRight(scale).toBigIntegerExact();
 		if (scale == 0) {
 			if (whole.bitLength() > 62) {
-				throw new IllegalArgumentException("rate must be at most 2^62 tokens per period, was " + tokens);
+				throw new InvalidArgumentException("rate", tokens, null, BigDecimal.valueOf(1L << 62),
+						"rate must be at most 2^62 tokens per period, was " + tokens);
 			}
 			return of(whole.longValueExact(), period);
 		}
@@ -115,7 +116,7 @@ public final class Rate {
 		BigInteger wholeTokens = whole.divide(gcd);
 		BigInteger periodNanos = nanos.divide(gcd);
 		if (wholeTokens.bitLength() > 62 || periodNanos.bitLength() > 62) {
-			throw new IllegalArgumentException("rate " + tokens.toPlainString() + " per " + period
+			throw new InvalidArgumentException("rate", tokens, null, null, "rate " + tokens.toPlainString() + " per " + period
 					+ " has no exact form in whole tokens per whole nanoseconds; give it with fewer digits");
 		}
 		long p = periodNanos.longValueExact();
@@ -133,17 +134,21 @@ public final class Rate {
 	public static Rate parse(@Nullable String spec) {
 		Matcher m = (spec != null) ? DECIMAL.matcher(spec) : null;
 		if (m == null || !m.matches()) {
-			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": expected " + DECIMAL_FORM);
+			throw new InvalidArgumentException("rate", spec, null, null, "Invalid rate \"" + spec + "\": expected " + DECIMAL_FORM);
 		}
 		BigDecimal value = perSecond(m.group(1), m.group(2));
 		if (value.signum() <= 0) {
-			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": the rate must be > 0; expected " + DECIMAL_FORM);
+			throw new InvalidArgumentException("rate", spec, null, null,
+					"Invalid rate \"" + spec + "\": the rate must be > 0; expected " + DECIMAL_FORM);
 		}
 		try {
 			return of(value, Duration.ofSeconds(1));
 		}
 		catch (IllegalArgumentException ex) {
-			throw new IllegalArgumentException("Invalid rate \"" + spec + "\": " + ex.getMessage(), ex);
+			InvalidArgumentException invalid = new InvalidArgumentException("rate", spec, null, null,
+					"Invalid rate \"" + spec + "\": " + ex.getMessage());
+			invalid.initCause(ex);
+			throw invalid;
 		}
 	}
 
@@ -212,7 +217,7 @@ public final class Rate {
 		num = num.divide(g);
 		den = den.divide(g);
 		if (num.bitLength() > 62 || den.bitLength() > 62) {
-			throw new IllegalArgumentException("rate " + this + " has no exact form in tokens per " + unit);
+			throw new InvalidArgumentException("unit", unit, null, null, "rate " + this + " has no exact form in tokens per " + unit);
 		}
 		return new long[] { num.longValueExact(), den.longValueExact() };
 	}

@@ -95,10 +95,13 @@ public interface RateLimiter {
 	 * the limiter above its limit. This is what a call that turns out not to count ({@code refundIf}) or
 	 * to cost less than it asked for ({@code settle}) does with what it took, after it was granted.
 	 *
-	 * <p>With capped release this acts on the rate only: the call's tokens stay in flight until its
-	 * permit is closed, and closing it releases them as always, so a refund followed by the close never
-	 * gives the tokens back twice. A waiter that gives up does not refund: {@link Reservation#cancel()}
-	 * and {@link #acquire} give its claim back themselves.
+	 * <p>With capped release the tokens also leave the flight: they are no longer the call's, so the
+	 * bucket may hand them out again at once (a caller that gave up never shrinks the bucket), and the
+	 * caller then holds {@code n} fewer: one that releases its tokens itself releases what it took less
+	 * what it refunded. A caller that holds a {@link Permit} refunds through it with
+	 * {@link #refund(long, Permit)}, and the permit's close then releases only the rest, so a refund
+	 * followed by the close never gives the tokens back twice. A waiter that gives up does not refund:
+	 * {@link Reservation#cancel()} and {@link #acquire} give its claim back themselves.
 	 *
 	 * <p>{@code n == 0} does nothing. A refund is not a call: the statistics do not change.
 	 *
@@ -107,6 +110,21 @@ public interface RateLimiter {
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
 	void refund(long n);
+
+	/**
+	 * Gives back {@code n} tokens that the call holding {@code permit} took, as {@link #refund(long)} does;
+	 * with capped release the tokens leave the flight through the permit: its close releases {@code n}
+	 * fewer, and once it is closed (the tokens are released already), or when the permit holds none of
+	 * the limiter's tokens ({@link Permit#noop()}, for tokens taken by {@link #charge}), the refund acts on
+	 * the rate only. For a limiter without capped release this is {@link #refund(long)}.
+	 *
+	 * @param n tokens (for the pacer: operations) given back, {@code >= 0}
+	 * @param permit the permit of the call the tokens were granted to
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range
+	 */
+	default void refund(long n, Permit permit) {
+		refund(n);
+	}
 
 	/**
 	 * Takes {@code n} more tokens now, never waiting and never refused, even into debt: what a call

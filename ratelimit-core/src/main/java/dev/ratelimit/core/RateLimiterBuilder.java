@@ -69,8 +69,10 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	}
 
 	/**
-	 * The most the limiter banks, {@code >= 1}: tokens for a bucket, operations in the active pool for
-	 * the pacer. Each limiter documents its default.
+	 * The most the limiter banks, {@code 1..2^50}: tokens for a bucket, operations in the active pool for
+	 * the pacer (the largest claim is 2^50 too: a limiter whose full contents could not be taken at once
+	 * is a trap). Each limiter documents its default; {@code build()} fails naming {@code limit} for one
+	 * out of range, given or by default.
 	 *
 	 * @param limit the limit
 	 * @return this builder
@@ -88,7 +90,7 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	 */
 	public B clock(LongSupplier nanoClock) {
 		if (nanoClock == null) {
-			throw new IllegalArgumentException("clock must not be null");
+			throw new InvalidArgumentException("clock", null, null, null, "clock must not be null");
 		}
 		this.clock = nanoClock;
 		return self();
@@ -102,7 +104,7 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	 */
 	public B stats(StatsRecorder stats) {
 		if (stats == null) {
-			throw new IllegalArgumentException("stats must not be null");
+			throw new InvalidArgumentException("stats", null, null, null, "stats must not be null");
 		}
 		this.stats = stats;
 		return self();
@@ -157,7 +159,7 @@ public abstract class RateLimiterBuilder<B extends RateLimiterBuilder<B>> {
 	/** The rate given, checked. */
 	Rate rate() {
 		if (this.period == null && this.tokens == 0) {
-			throw new IllegalArgumentException("rate must be set: rate(tokens, period) with both > 0");
+			throw new InvalidArgumentException("rate", null, null, null, "rate must be set: rate(tokens, period) with both > 0");
 		}
 		return Rate.of(this.tokens, this.period);
 	}

@@ -10,7 +10,7 @@ import org.jspecify.annotations.Nullable;
 /**
  * Rover mode of a {@link SharedTokenBucket}: its state, the clock, the lock-free claim on the tail and the
  * arithmetic of the locked sections, shared with striped mode ({@link StripedBucket}). The invariants it
- * keeps, I1-I7, are in the design notes of {@link SharedTokenBucket}; the methods name the ones they keep.
+ * keeps, I1-I8, are in the design notes of {@link SharedTokenBucket}; the methods name the ones they keep.
  * Split out of the bucket as {@code Striped64} is out of {@code LongAdder}: fields and methods are
  * package-private, so that nothing here is public API.
  */
@@ -91,6 +91,13 @@ abstract class RoverBucket {
 
 	/** Capped release only: guarded by {@link #lock}; volatile for readers outside it. */
 	volatile long ceil;
+
+	/**
+	 * Capped release only (I8): {@code (tail, tokens)} pairs of tokens refunded without a permit, not yet in the
+	 * ceiling, in tail order: each moves into it once the claims ahead of {@code tail} are within it (guarded by
+	 * {@link #lock}; only read under it).
+	 */
+	long[] ceilingCredits = NO_HOLES;
 
 	RoverBucket(@Nullable String name, LongSupplier clock, boolean cappedRelease, long threshold) {
 		this.name = name;
@@ -220,7 +227,7 @@ abstract class RoverBucket {
 		long tl = (long) TAIL.getVolatile(this);
 		long owed = tl - s.credit(tl + 1) + n - s.headAt(now);
 		if (owed > MAX_COST || owed < -MAX_COST) {
-			throw new IllegalArgumentException("n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
+			throw new InvalidArgumentException("n", n, 0L, null, "n (" + n + ") would put more than 2^50 (" + MAX_COST + ") tokens in line"
 					+ of() + ": " + (owed - n) + " are owed already");
 		}
 		if (charge && this.cappedRelease) {
@@ -308,8 +315,48 @@ abstract class RoverBucket {
 				this.state = s.withBase(s.base, Arrays.copyOf(holes, keep));
 			}
 		}
+		long tl = (long) TAIL.getVolatile(this);
+		for (int i = 0; i < this.ceilingCredits.length; i += 2) {
+			if (this.ceilingCredits[i] - tl > 0) {
+				this.ceilingCredits[i] = tl; // I8: the claims between were given back (written under the lock)
+			}
+		}
 		foldReached(now);
 		return false;
+	}
+
+	/**
+	 * I7 and I8 under the lock, entered at {@code now}: {@code n} tokens back to the head, {@code toCeiling} of
+	 * them (capped release) to the ceiling: at once when they come from a permit, else once the claims now in
+	 * line are within it.
+	 */
+	final void refundLocked(long n, long toCeiling, boolean throughPermit, long now) {
+		State s = this.state;
+		long tl = (long) TAIL.getVolatile(this);
+		long effectiveTail = tl - s.credit(tl + 1);
+		// I1: the head need never run more than the limit ahead of the claims (and so never wraps);
+		// a fast-path claim that moves the tail meanwhile sees the new state and re-checks (I6)
+		long room = effectiveTail + s.limit - s.headAt(now);
+		if (room > 0) {
+			this.state = s.withBase(s.base + Math.min(n, room), s.holes);
+		}
+		if (this.cappedRelease && toCeiling > 0) {
+			// I8: the tokens claimed and neither released nor refunded, which the ceiling never passes
+			long claimed = effectiveTail - s.charged(tl + 1) - pendingCredits() + s.limit - this.ceil;
+			long back = Math.min(toCeiling, claimed);
+			if (back > 0 && throughPermit) {
+				this.ceil += back; // a permit's tokens were within the ceiling: the claims behind them move up
+			}
+			else if (back > 0) {
+				// not known to be within the ceiling (a waiter that gave up may be anywhere in line): the
+				// tokens wait at the end of the line until every claim ahead is within it, so none gains early
+				long[] credits = Arrays.copyOf(this.ceilingCredits, this.ceilingCredits.length + 2);
+				credits[credits.length - 2] = tl;
+				credits[credits.length - 1] = back;
+				this.ceilingCredits = credits;
+			}
+		}
+		foldReached(now);
 	}
 
 	/**
@@ -320,6 +367,47 @@ abstract class RoverBucket {
 	 * @return the state in force after folding
 	 */
 	final State foldReached(long now) {
+		for (;;) {
+			State s = foldHolesAndCharges(now);
+			if (this.ceilingCredits.length == 0 || !foldCredits(s)) {
+				return s; // (a refund in the ceiling may let a charge or a hole behind it fold, and so on)
+			}
+		}
+	}
+
+	/**
+	 * I8 under the lock: refunds waiting at the end of the line move into the ceiling once the claims ahead of
+	 * them are within it (after the state's holes and charges folded).
+	 *
+	 * @return whether any moved
+	 */
+	private boolean foldCredits(State s) {
+		long[] credits = this.ceilingCredits;
+		long cap = this.ceil;
+		int i = 0;
+		while (i < credits.length && capMissing(cap, s, credits[i]) == 0) {
+			cap += credits[i + 1];
+			i += 2;
+		}
+		if (i == 0) {
+			return false;
+		}
+		this.ceilingCredits = (i == credits.length) ? NO_HOLES : Arrays.copyOfRange(credits, i, credits.length);
+		this.ceil = cap;
+		return true;
+	}
+
+	/** I8: tokens refunded that wait to move into the ceiling (not in flight any more; under the lock). */
+	final long pendingCredits() {
+		long sum = 0;
+		for (int i = 1; i < this.ceilingCredits.length; i += 2) {
+			sum += this.ceilingCredits[i];
+		}
+		return sum;
+	}
+
+	/** {@link #foldReached}, without the refunds of I8. */
+	private State foldHolesAndCharges(long now) {
 		State s = this.state;
 		long[] holes = s.holes;
 		long[] charges = s.charges;

@@ -1,5 +1,7 @@
 package dev.ratelimit.core;
 
+import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -59,8 +61,8 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 *   and every call computes the head from the clock, exactly, in 128-bit arithmetic (Rate.tokensIn). So a
 	 *   caller always knows when it takes its tokens, which is what an exact token bucket needs: without the
 	 *   time of each take it must either break the bound or under-fill after idle.
-	 * - ceil (capped release only): limit + tokens released + tokens a full bucket wasted + tokens charged
-	 *   (see I7); a ticket is covered when both the head and the ceiling reached it.
+	 * - ceil (capped release only): limit + tokens released + tokens refunded to it + tokens a full bucket
+	 *   wasted + tokens charged (see I7, I8); a ticket is covered when both the head and the ceiling reached it.
 	 * - holes (in the same State): claims given back by waiters that others queue behind, as (ticket,
 	 *   tokens); a ticket behind a hole counts its tokens as covered.
 	 * - charges (in the same State, capped release only): charges not yet in the ceiling, as (ticket,
@@ -110,16 +112,25 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * granted call gives tokens back: refundIf, or settle to a smaller cost) moves the epoch's base, so the
 	 * head, up by n, but never more than limit beyond the claims: the first callers in line are covered
 	 * first, the bucket never holds more than its limit (I1) and the head never runs away from the tail (no
-	 * wrap). With capped release the ceiling does not move: the call's tokens stay in flight until its permit
-	 * releases them, so a refund and the release never give the same tokens back twice. charge(n) (settle to
-	 * a larger cost) is a claim at the end of the line that nobody waits for: a full bucket first wastes its
-	 * excess (I2), so on a full bucket it is a take; callers ahead of it keep their tickets and waits (what
-	 * was covered stays covered, and no ticket ahead of it moves); callers behind it wait for it, in order
-	 * (I3). With capped release a charge puts nothing in flight: a ticket behind it counts its tokens as
-	 * within the ceiling (the state's charges; while a claim ahead of it waits for releases it is kept apart,
-	 * so that claim gains nothing, and then moves into the ceiling, as a hole does). Neither is a call: the
-	 * statistics do not change. (SharedTokenBucketModelTests, jcstress ChargeRacingFastClaim,
-	 * RefundRacingFastClaim.)
+	 * wrap). With capped release the ceiling moves too (I8). charge(n) (settle to a larger cost) is a claim
+	 * at the end of the line that nobody waits for: a full bucket first wastes its excess (I2), so on a full
+	 * bucket it is a take; callers ahead of it keep their tickets and waits (what was covered stays covered,
+	 * and no ticket ahead of it moves); callers behind it wait for it, in order (I3). With capped release a
+	 * charge puts nothing in flight: a ticket behind it counts its tokens as within the ceiling (the state's
+	 * charges; while a claim ahead of it waits for releases it is kept apart, so that claim gains nothing,
+	 * and then moves into the ceiling, as a hole does). Neither is a call: the statistics do not change.
+	 * (SharedTokenBucketModelTests, jcstress ChargeRacingFastClaim, RefundRacingFastClaim.)
+	 *
+	 * I8. Capped: the ceiling counts what is not claimed. ceil - (tail less holes and charges) = limit - claimed,
+	 * claimed being the tokens claimed (in flight, or waiting) and neither released nor refunded. A refund gives
+	 * its tokens back to the ceiling as well as to the head (a caller that gave up never shrinks the bucket),
+	 * never more than are claimed (so in flight plus available never exceed limit); the caller then releases
+	 * only the rest: a permit's close releases what it was granted less what was refunded through it
+	 * (refund(n, Permit), CappedPermit), and a refund through a closed permit acts on the head only. A refund
+	 * without a permit waits at the end of the line (RoverBucket.ceilingCredits) until every claim ahead of it
+	 * is within the ceiling, so that none gains early. (SharedTokenBucketModelTests, whose reference keeps the
+	 * same credits; SharedTokenBucketTests.aCappedRefundGivesItsTokensBackToTheCeiling,
+	 * .aRefundInCappedModeThroughThePermitAndTheReleaseGiveTheTokensBackOnce.)
 	 *
 	 * W1. A give-back wakes only the claims behind it. A claim that waits is told when what it waits for may
 	 * have changed, so that a caller polling on a timer polls again at once (Reservation.onWake). By I3 a
@@ -171,10 +182,10 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 		long lim = builder.checkedLimit(rate);
 		long init = (builder.initial != null) ? builder.initial : lim;
 		if (init < 0 || init > lim) {
-			throw new IllegalArgumentException("initial must be between 0 and limit (" + lim + "), was " + init);
+			throw new InvalidArgumentException("initial", init, 0L, lim, "initial must be between 0 and limit (" + lim + "), was " + init);
 		}
 		if (builder.threshold < 1 || builder.threshold > lim) {
-			throw new IllegalArgumentException(
+			throw new InvalidArgumentException("threshold", builder.threshold, 1L, lim,
 					"threshold must be between 1 and limit (" + lim + "), was " + builder.threshold);
 		}
 		this.stats = builder.stats;
@@ -186,13 +197,28 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	}
 
 	/**
-	 * The limit a bucket has when none is given: one period's tokens, at least 1.
+	 * The limit a bucket has when none is given: one period's tokens of the rate as given to the builder,
+	 * at least 1 ({@link #defaultLimit(BigDecimal)}).
 	 *
 	 * @param rate the rate
 	 * @return the default limit
 	 */
 	public static long defaultLimit(Rate rate) {
-		return Math.max(1, rate.tokens());
+		return defaultLimit(BigDecimal.valueOf(rate.tokens()));
+	}
+
+	/**
+	 * The one rule for a limit that is not given: the tokens of one period, rounded down, at least 1; the
+	 * period is the one the rate is given in. A configuration that gives a fractional rate computes it from
+	 * the rate as written (2.5 per second: 2) and passes it; a {@link Rate} made from 2.5 per second is
+	 * 5 per 2 seconds, so a builder given that rate and no limit takes 5. Above 2^50 the builder refuses it.
+	 *
+	 * @param tokensPerPeriod the rate's tokens per its period, {@code > 0}
+	 * @return the default limit, saturated at {@code Long.MAX_VALUE}
+	 */
+	public static long defaultLimit(BigDecimal tokensPerPeriod) {
+		BigInteger whole = tokensPerPeriod.toBigInteger();
+		return (whole.signum() <= 0) ? 1 : (whole.bitLength() > 63) ? Long.MAX_VALUE : whole.longValueExact();
 	}
 
 	/**
@@ -287,23 +313,25 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 		checkNonNegative(n);
 		if (this.cappedRelease && n > 0) {
 			synchronized (this.lock) {
-				enterLocked();
+				long now = enterLocked();
 				this.ceil += n;
+				foldReached(now); // I8: refunds waiting at the end of the line that the ceiling now reaches
 			}
 			wakeAll();
 		}
 	}
 
 	/**
-	 * Gives back {@code n} tokens that a granted call took, as if it had not taken them (I7): they are
-	 * available again at once, first to the callers already waiting, in order, but the bucket never holds
-	 * more than its limit (I1). With capped release this acts on the rate only: the ceiling does not move,
-	 * so the call's tokens stay in flight until its permit is closed (or {@link #release} is called), and
-	 * the refund and the release never give the same tokens back twice. A waiter that gives up uses
-	 * {@link #refund(long, long)} instead, so that callers ahead of it gain nothing.
+	 * Gives back {@code n} tokens that a call took, as if it had not taken them (I7): they are available
+	 * again at once, first to the callers already waiting, in order, but the bucket never holds more than
+	 * its limit (I1). With capped release they also go back to the ceiling (I8): a caller that gave up
+	 * (seastar's give-up after {@link #grab}) never shrinks the bucket, and a caller that took them
+	 * (a grab it went ahead with, {@link #tryAcquire}) then holds {@code n} fewer and releases the rest;
+	 * a caller that holds a {@link Permit} refunds with {@link #refund(long, Permit)}. A waiter that gives
+	 * up may also use {@link #refund(long, long)}, so that callers ahead of it gain nothing.
 	 *
 	 * @param n the tokens given back, {@code 0..2^50}; more than the call took only fills
-	 *        the bucket up to its limit
+	 *        the bucket up to its limit (and, capped, the ceiling up to the claims)
 	 * @throws IllegalArgumentException naming {@code n} when it is out of range
 	 */
 	@Override
@@ -312,16 +340,31 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 			return;
 		}
 		synchronized (this.lock) {
-			long now = enterLocked();
-			State s = this.state;
-			long tl = (long) TAIL.getVolatile(this);
-			// I1: the head need never run more than the limit ahead of the claims (and so never wraps);
-			// a fast-path claim that moves the tail meanwhile sees the new state and re-checks (I6)
-			long room = tl - s.credit(tl + 1) + s.limit - s.headAt(now);
-			if (room > 0) {
-				this.state = s.withBase(s.base + Math.min(n, room), s.holes);
-				foldReached(now);
-			}
+			refundLocked(n, n, false, enterLocked());
+		}
+		wakeAll();
+	}
+
+	/**
+	 * Gives back {@code n} tokens of the call that holds {@code permit} (I7): as {@link #refund(long)},
+	 * except that with capped release the tokens leave the flight through the permit (I8): its close
+	 * releases {@code n} fewer, and once it is closed the refund acts on the rate only (the release gave
+	 * the tokens back to the ceiling already). A permit that holds nothing of this bucket's (a closed one,
+	 * {@link Permit#noop()} for tokens taken by a {@link #charge}, another limiter's) puts nothing in the
+	 * ceiling either: the refund acts on the rate only.
+	 *
+	 * @param n the tokens given back, {@code 0..2^50}
+	 * @param permit the permit of the call
+	 * @throws IllegalArgumentException naming {@code n} when it is out of range
+	 */
+	@Override
+	public void refund(long n, Permit permit) {
+		if (checkedAmount(n) == 0) {
+			return;
+		}
+		long toCeiling = (permit instanceof CappedPermit held && held.bucket == this) ? held.takeBack(n) : 0;
+		synchronized (this.lock) {
+			refundLocked(n, toCeiling, true, enterLocked());
 		}
 		wakeAll();
 	}
@@ -406,7 +449,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 */
 	public void updateRate(Rate rate) {
 		if (rate == null) {
-			throw new IllegalArgumentException("rate must not be null");
+			throw new InvalidArgumentException("rate", null, null, null, "rate must not be null");
 		}
 		synchronized (this.lock) {
 			long now = enterLocked();
@@ -423,13 +466,18 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * fills with time from now on (idle time before it is not banked at the new limit). With capped
 	 * release the ceiling moves by the difference. Callers already covered stay covered.
 	 *
-	 * @param newLimit the new limit, {@code >= 1} and at least the threshold
+	 * @param newLimit the new limit, {@code 1..2^50} and at least the threshold
 	 */
 	@Override
 	public void updateLimit(long newLimit) {
 		if (newLimit < 1 || newLimit < this.threshold) {
-			throw new IllegalArgumentException("limit must be >= " + Math.max(1, this.threshold)
+			throw new InvalidArgumentException("limit", newLimit, Math.max(1, this.threshold), MAX_COST,
+					"limit must be >= " + Math.max(1, this.threshold)
 					+ " (the threshold), was " + newLimit);
+		}
+		if (newLimit > MAX_COST) {
+			throw new InvalidArgumentException("limit", newLimit, Math.max(1, this.threshold), MAX_COST,
+					"limit must be at most 2^50 (" + MAX_COST + "), was " + newLimit);
 		}
 		synchronized (this.lock) {
 			long now = enterLocked();
@@ -443,6 +491,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 				this.ceil += newLimit - s.limit;
 			}
 			this.state = new State(s.rate, s.start, s.base, newLimit, s.holes, s.charges);
+			foldReached(now); // I8: refunds waiting at the end of the line that the ceiling now reaches
 		}
 		wakeAll();
 	}
@@ -543,6 +592,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 		State s;
 		long now;
 		long pending = 0;
+		long credits;
 		synchronized (this.lock) {
 			enterLocked();
 			// the tail before the clock: every grab it shows read the clock before moving it, so none is
@@ -551,6 +601,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 			now = now();
 			s = foldReached(now);
 			cap = this.ceil;
+			credits = pendingCredits();
 			for (Claim claim : this.sleepers) {
 				pending += claim.tokens();
 			}
@@ -562,7 +613,8 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 		if (this.cappedRelease) {
 			long ceilingTail = effectiveTail - s.charged(tl + 1); // charges are not in flight (I7)
 			available = Math.min(available, cap - ceilingTail);
-			inFlight = Math.max(0, ceilingTail - cap + s.limit - pending);
+			// nor tokens refunded that wait to move into the ceiling (I8), not available yet either
+			inFlight = Math.max(0, ceilingTail - credits - cap + s.limit - pending);
 		}
 		long owed = effectiveTail - head;
 		if (this.cappedRelease) {
@@ -706,14 +758,14 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	}
 
 	private Permit permitFor(long n) {
-		return this.cappedRelease ? Permit.once(() -> release(n)) : Permit.noop();
+		return this.cappedRelease ? new CappedPermit(this, n) : Permit.noop();
 	}
 
 	private void checkCost(long n) {
 		checkNonNegative(n);
 		checkAtMostMaxCost(n);
 		if (this.cappedRelease && n > this.state.limit) {
-			throw new IllegalArgumentException("n must be at most the limit (" + this.state.limit
+			throw new InvalidArgumentException("n", n, 0L, this.state.limit, "n must be at most the limit (" + this.state.limit
 					+ ") of capped bucket" + of() + ", was " + n + ": it could never be granted");
 		}
 	}
@@ -727,13 +779,13 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 
 	private static void checkAtMostMaxCost(long n) {
 		if (n > MAX_COST) {
-			throw new IllegalArgumentException("n must be at most 2^50 (" + MAX_COST + "), was " + n);
+			throw new InvalidArgumentException("n", n, 0L, MAX_COST, "n must be at most 2^50 (" + MAX_COST + "), was " + n);
 		}
 	}
 
 	private static void checkNonNegative(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0, was " + n);
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0, was " + n);
 		}
 	}
 

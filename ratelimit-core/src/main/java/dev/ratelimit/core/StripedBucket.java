@@ -17,7 +17,7 @@ import org.jspecify.annotations.Nullable;
 abstract class StripedBucket extends RoverBucket {
 
 	/*
-	 * Design notes of striped mode (the rover bucket's, I1-I7, are in SharedTokenBucket's).
+	 * Design notes of striped mode (the rover bucket's, I1-I8, are in SharedTokenBucket's).
 	 *
 	 * Two threads that take from one bucket must not write one cache line on every take, yet an exact
 	 * bucket must know when each take happened (I2). State, all guarded by the lock but for the stripes'

@@ -43,14 +43,19 @@ public abstract class TokenBucketBuilder<B extends TokenBucketBuilder<B>> extend
 	 * checked.
 	 *
 	 * @param rate the bucket's rate
-	 * @return the limit, {@code >= 1}
-	 * @throws IllegalArgumentException when it is below 1
+	 * @return the limit, {@code 1..2^50}
+	 * @throws IllegalArgumentException naming {@code limit} when it is below 1 or above 2^50, given or by
+	 *         default (a bucket whose full contents could not be taken at once is a trap)
 	 */
 	protected final long checkedLimit(Rate rate) {
 		Long given = limiterLimit();
 		long limit = (given != null) ? given : SharedTokenBucket.defaultLimit(rate);
 		if (limit < 1) {
-			throw new IllegalArgumentException("limit must be >= 1, was " + limit);
+			throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST, "limit must be >= 1, was " + limit);
+		}
+		if (limit > SharedTokenBucket.MAX_COST) {
+			throw new InvalidArgumentException("limit", limit, 1L, SharedTokenBucket.MAX_COST, "limit must be at most 2^50 (" + SharedTokenBucket.MAX_COST + "), was "
+					+ limit + ((given != null) ? "" : " (by default one period's rate: give a limit)"));
 		}
 		return limit;
 	}

@@ -70,6 +70,9 @@ class HybridRateLimiterModelTests {
 
 		void execute() {
 			try {
+				if (this.random.nextInt(10) == 0) {
+					tooLarge();
+				}
 				long[] rate = randomRate();
 				double ratio = randomRatio();
 				Long limit = this.random.nextInt(3) == 0 ? (long) (1 + this.random.nextInt(20)) : null;
@@ -96,6 +99,37 @@ class HybridRateLimiterModelTests {
 				}
 				message.append("  => ").append(ex);
 				throw new AssertionError(message.toString(), ex);
+			}
+		}
+
+		/**
+		 * Revision 3: the largest limit and the largest claim are 2^50 operations, whatever the pools could hold at
+		 * the rate; a larger limit fails at the builder naming {@code limit}, a larger claim naming {@code n}.
+		 */
+		private void tooLarge() {
+			long over = SharedTokenBucket.MAX_COST + 1 + ((this.random.nextBoolean()) ? 0 : this.random.nextLong(1L << 55));
+			HybridRateLimiter.Builder builder = HybridRateLimiter.builder().rate(1_000_000_000, Duration.ofSeconds(1))
+				.burstRatio(1.0).clock(this.clock);
+			try {
+				builder.limit(over).build();
+				throw new AssertionError("a pacer was built with a limit of " + over + " operations, above 2^50");
+			}
+			catch (IllegalArgumentException ex) {
+				log("build limit=%d -> rejected: %s", over, ex.getMessage());
+				if (!String.valueOf(ex.getMessage()).startsWith("limit")) {
+					throw new AssertionError("a limit of " + over + " was rejected without naming it: " + ex.getMessage(), ex);
+				}
+			}
+			HybridRateLimiter largest = builder.limit(SharedTokenBucket.MAX_COST).burstRatio(2.0).build();
+			try {
+				largest.tryAcquire(SharedTokenBucket.MAX_COST + 1);
+				throw new AssertionError("tryAcquire(2^50 + 1) was accepted");
+			}
+			catch (IllegalArgumentException ex) {
+				log("tryAcquire(2^50 + 1) -> rejected: %s", ex.getMessage());
+				if (!String.valueOf(ex.getMessage()).startsWith("n ")) {
+					throw new AssertionError("a claim above 2^50 was rejected without naming n: " + ex.getMessage(), ex);
+				}
 			}
 		}
 

@@ -116,6 +116,9 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void build() {
+			if (this.random.nextInt(10) == 0) {
+				tooLarge();
+			}
 			long[] rate = randomRate();
 			long limit = randomLimit();
 			long initial = switch (this.random.nextInt(3)) {
@@ -139,6 +142,44 @@ class SharedTokenBucketModelTests {
 					this.capped, this.striped);
 		}
 
+		/**
+		 * Revision 3: the largest limit and initial are 2^50 (a bucket whose full contents could not be taken at
+		 * once is a trap): a larger one, given or by default (one period's rate), fails at the builder naming it.
+		 */
+		private void tooLarge() {
+			long over = SharedTokenBucket.MAX_COST + 1 + ((this.random.nextBoolean()) ? 0
+					: this.random.nextLong(Long.MAX_VALUE - SharedTokenBucket.MAX_COST - 1));
+			int which = this.random.nextInt(3);
+			SharedTokenBucket.Builder builder = SharedTokenBucket.builder().cappedRelease(this.capped).clock(this.clock);
+			String argument = switch (which) {
+				case 0 -> {
+					builder.rate(1, Duration.ofSeconds(1)).limit(over);
+					yield "limit";
+				}
+				case 1 -> {
+					builder.rate(over, Duration.ofSeconds(1)); // the default limit: one period's rate
+					yield "limit";
+				}
+				default -> {
+					builder.rate(1, Duration.ofSeconds(1)).initial(over);
+					yield "initial";
+				}
+			};
+			try {
+				builder.build();
+			}
+			catch (IllegalArgumentException ex) {
+				log("build %s %d -> rejected: %s", argument, over, ex.getMessage());
+				if (!String.valueOf(ex.getMessage()).startsWith(argument)) {
+					throw new AssertionError("a " + argument + " of " + over + " was rejected without naming it: "
+							+ ex.getMessage(), ex);
+				}
+				return;
+			}
+			throw new AssertionError("a bucket was built with a " + argument + " of " + over + " (case " + which
+					+ "), above 2^50: its full contents could not be taken at once");
+		}
+
 		private long[] randomRate() {
 			return switch (this.random.nextInt(10)) {
 				case 0 -> new long[] { 1, CENTURY };
@@ -158,7 +199,7 @@ class SharedTokenBucketModelTests {
 			return switch (this.random.nextInt(8)) {
 				case 0 -> 1;
 				case 1 -> 1 + this.random.nextLong(1_000_000);
-				case 2 -> 1L << 40;
+				case 2 -> this.random.nextBoolean() ? 1L << 40 : SharedTokenBucket.MAX_COST; // (the largest, revision 3)
 				default -> 1 + this.random.nextLong(20);
 			};
 		}
@@ -166,7 +207,8 @@ class SharedTokenBucketModelTests {
 		private long randomCost() {
 			long limit = this.ref.limit;
 			if (!this.capped && this.random.nextInt(20) == 0) {
-				return this.random.nextBoolean() ? SharedTokenBucket.MAX_COST : limit + 1 + this.random.nextLong(1000);
+				return this.random.nextBoolean() ? SharedTokenBucket.MAX_COST
+						: Math.min(limit + 1 + this.random.nextLong(1000), SharedTokenBucket.MAX_COST);
 			}
 			return 1 + this.random.nextLong(Math.min(limit, 1_000_000) + (this.capped ? 0 : 2));
 		}
@@ -187,12 +229,21 @@ class SharedTokenBucketModelTests {
 				burst();
 				return;
 			}
+			if (this.random.nextInt(4) == 0) {
+				moveClock(); // between any two operations: standing, forward, back
+			}
 			int op = this.random.nextInt(100);
 			if (op < 22) {
 				moveClock();
 			}
-			else if (op < 38) {
+			else if (op < 34) {
 				tryAcquire();
+			}
+			else if (op < 36) {
+				acquire();
+			}
+			else if (op < 38) {
+				replenish();
 			}
 			else if (op < 52) {
 				reserve();
@@ -206,7 +257,7 @@ class SharedTokenBucketModelTests {
 			else if (op < 74) {
 				closePermit();
 			}
-			else if (op < 78 && !this.capped) {
+			else if (op < 78) {
 				grabAndMaybeGiveBack();
 			}
 			else if (op < 86) {
@@ -230,7 +281,7 @@ class SharedTokenBucketModelTests {
 				case 1 -> 1;
 				case 2 -> this.random.nextLong(interval) + 1;
 				case 3 -> interval * (1 + this.random.nextInt(5));
-				case 4 -> -(this.random.nextLong(Math.max(1, interval)) + 1);
+				case 4 -> -(this.random.nextLong(Math.max(1, interval * (1 + this.random.nextInt(8)))) + 1);
 				case 5 -> (this.elapsed + 2 * YEAR < CENTURY) ? YEAR + this.random.nextLong(YEAR) : interval;
 				default -> interval * (1 + this.random.nextLong(Math.min(this.ref.limit, 1_000)));
 			};
@@ -263,6 +314,20 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void tryAcquire() {
+			if (this.random.nextInt(40) == 0) {
+				// revision 3: the largest claim is 2^50; a larger one is rejected naming n, and nothing changes
+				long n = SharedTokenBucket.MAX_COST + 1 + this.random.nextLong(Long.MAX_VALUE - SharedTokenBucket.MAX_COST - 1);
+				try {
+					this.bucket.tryAcquire(n);
+				}
+				catch (IllegalArgumentException ex) {
+					log("tryAcquire(%d) -> rejected: %s", n, ex.getMessage());
+					equal("the argument a claim above 2^50 is rejected for", String.valueOf(ex.getMessage()).startsWith("n "),
+							true);
+					return;
+				}
+				throw new AssertionError("tryAcquire(" + n + ") was accepted, above 2^50");
+			}
 			tryAcquire(randomCost());
 		}
 
@@ -273,13 +338,33 @@ class SharedTokenBucketModelTests {
 			log("tryAcquire(%d) -> %s (reference %s)%s", n, actual, expected, this.bucket.isStriped() ? " striped" : "");
 			equal("tryAcquire(" + n + ")", actual, expected);
 			if (actual) {
-				// capped: the caller of tryAcquire releases what it took itself
-				granted(n, this.capped ? () -> this.bucket.release(n) : null);
+				// capped: the caller of tryAcquire releases what it still holds itself (what it took, less what it
+				// refunded: a refund gives the tokens back to the ceiling too)
+				Grant grant = new Grant(n, null);
+				if (this.capped) {
+					grant.close = () -> this.bucket.release(n - grant.refunded);
+					grant.raw = true;
+				}
+				granted(grant);
 			}
 		}
 
 		private void granted(long n, Runnable close) {
-			this.grants.add(new Grant(n, close));
+			granted(new Grant(n, close));
+		}
+
+		/** A call that holds a permit: refunds through it, and (capped) its close releases the rest, once. */
+		private void grantedWithPermit(long n, Permit permit) {
+			Grant grant = new Grant(n, this.capped ? () -> {
+				permit.close();
+				permit.close(); // releases once however often it is closed
+			} : null);
+			grant.permit = permit;
+			granted(grant);
+		}
+
+		private void granted(Grant grant) {
+			this.grants.add(grant);
 			if (this.grants.size() > 32) {
 				// an old call is done: released if it was not yet, and forgotten
 				Grant old = this.grants.get(this.random.nextInt(this.grants.size() - 1));
@@ -321,6 +406,79 @@ class SharedTokenBucketModelTests {
 			this.waiters.add(new Waiter(actual, claim, this.ref.time, budget, unlimited));
 		}
 
+		/**
+		 * Seastar's protocol: a reading of the bucket's clock given to {@code replenish}, behind the latest one, equal, or
+		 * ahead of the fake clock (a timer's reading taken a little later): the bucket's time is the latest of every
+		 * reading it was given, the reference's too.
+		 */
+		private void replenish() {
+			long interval = Math.min(this.ref.intervalNanos(), YEAR);
+			long now = this.clock.getAsLong();
+			long delta = switch (this.random.nextInt(4)) {
+				case 0 -> 0;
+				case 1 -> -(1 + this.random.nextLong(interval));
+				default -> 1 + this.random.nextLong(interval);
+			};
+			if (this.elapsed + Math.max(delta, 0) > CENTURY) {
+				delta = 0;
+			}
+			long ahead = (now + delta) - this.ref.time;
+			if (ahead > 0) {
+				this.elapsed += ahead;
+			}
+			this.bucket.replenish(now + delta);
+			this.ref.advance(now + delta);
+			log("replenish(clock %+d ns)", delta);
+		}
+
+		/**
+		 * A blocking acquire when it decides at once: granted (the reference covers the claim now) or refused (the
+		 * time-based wait is longer than its budget); a claim that would wait is {@link #reserve}'s, polled.
+		 */
+		private void acquire() {
+			long n = randomCost();
+			Duration maxWait = randomMaxWait();
+			this.ref.advance(this.clock.getAsLong());
+			Reference.Claim claim = this.ref.claim(n);
+			boolean tooMuch = this.ref.owedTooMuch();
+			long wait = this.ref.rateWait(claim);
+			boolean covered = this.ref.covered(claim);
+			boolean unlimited = maxWait.compareTo(Duration.ofNanos(Long.MAX_VALUE)) > 0;
+			boolean refuse = !unlimited && wait > maxWait.toNanos();
+			if (tooMuch || !covered && !refuse) {
+				this.ref.giveUp(claim);
+				if (tooMuch) {
+					expectRejected(() -> {
+						try {
+							this.bucket.acquire(n, maxWait);
+						}
+						catch (InterruptedException ex) {
+							throw new AssertionError(ex);
+						}
+					}, "acquire(" + n + ")");
+				}
+				return;
+			}
+			Permit permit;
+			try {
+				permit = this.bucket.acquire(n, maxWait);
+			}
+			catch (RateLimitExceededException ex) {
+				log("acquire(%d, %s) -> refused, retry after %s (reference wait %d ns)", n, maxWait, ex.getRetryAfter(), wait);
+				equal("refused acquire(" + n + ", " + maxWait + ")", true, refuse);
+				equal("retry-after of acquire(" + n + ")", ex.getRetryAfter().toNanos(), wait);
+				this.ref.giveUp(claim);
+				return;
+			}
+			catch (InterruptedException ex) {
+				throw new AssertionError(ex);
+			}
+			log("acquire(%d, %s) -> granted (reference covered=%s wait=%d)", n, maxWait, covered, wait);
+			equal("granted acquire(" + n + ", " + maxWait + ")", false, refuse);
+			this.ref.grant(claim);
+			grantedWithPermit(n, permit);
+		}
+
 		private void poll() {
 			if (this.waiters.isEmpty()) {
 				return;
@@ -360,10 +518,7 @@ class SharedTokenBucketModelTests {
 				this.ref.grant(w.claim);
 				this.waiters.remove(index);
 				log("permit #%d", w.claim.id);
-				granted(w.claim.n, this.capped ? () -> {
-					permit.close();
-					permit.close(); // releases once however often it is closed
-				} : null);
+				grantedWithPermit(w.claim.n, permit);
 			}
 		}
 
@@ -437,7 +592,7 @@ class SharedTokenBucketModelTests {
 		private void closeGrant(Grant grant) {
 			this.ref.advance(this.clock.getAsLong());
 			grant.close.run();
-			this.ref.release(grant.n);
+			this.ref.release(grant.n - grant.refunded); // the tokens refunded went back to the ceiling already
 			log("close the permit of a call of %d tokens (%d refunded before)", grant.n, grant.refunded);
 			grant.close = null;
 		}
@@ -447,9 +602,35 @@ class SharedTokenBucketModelTests {
 			if (!this.grabs.isEmpty() && this.random.nextBoolean()) {
 				int index = this.random.nextInt(this.grabs.size());
 				long[] grab = this.grabs.remove(index);
-				this.bucket.refund(grab[0], grab[1]);
-				this.ref.giveUp(this.ref.byId((int) grab[2]));
-				log("refund(ticket, %d) of a grab", grab[1]);
+				Reference.Claim c = this.ref.byId((int) grab[2]);
+				int how = this.random.nextInt(3);
+				if (how == 0) {
+					this.bucket.refund(grab[0], grab[1]);
+					this.ref.giveUp(c);
+					log("refund(ticket, %d) of a grab", grab[1]);
+				}
+				else if (how == 1 || this.ref.deficiency(c) != 0) {
+					// seastar's give-up: the claim stays in line and its tokens come back, to the head (never beyond
+					// the limit) and, capped, to the ceiling: a caller that gave up never shrinks the bucket
+					this.bucket.refund(grab[1]);
+					this.ref.refund(grab[1], this.capped ? grab[1] : 0, false);
+					log("refund(%d) of a grab that gives up", grab[1]);
+				}
+				else {
+					// covered: the caller goes ahead, and (capped) releases what it still holds when done
+					this.ref.grant(c);
+					Grant done = new Grant(grab[1], null);
+					if (this.capped) {
+						done.close = () -> this.bucket.release(done.n - done.refunded);
+						done.raw = true;
+					}
+					granted(done);
+					log("a covered grab of %d goes ahead", grab[1]);
+				}
+				for (long[] other : this.grabs) {
+					Reference.Claim o = this.ref.byId((int) other[2]);
+					equal("deficiency of a grab", this.bucket.deficiency(other[0]), this.ref.deficiency(o));
+				}
 				return;
 			}
 			long n = randomCost();
@@ -474,7 +655,11 @@ class SharedTokenBucketModelTests {
 		 * covered stops being covered.
 		 */
 		private void refund() {
-			List<Grant> refundable = this.grants.stream().filter((g) -> g.refunded < g.n).toList();
+			// capped: a caller that releases itself refunds while it holds the tokens (after its release they are
+			// under the ceiling already); one with a permit refunds through it, before or after closing it
+			List<Grant> refundable = this.grants.stream()
+				.filter((g) -> g.refunded < g.n && (!this.capped || !g.raw || g.close != null))
+				.toList();
 			if (refundable.isEmpty()) {
 				return;
 			}
@@ -484,9 +669,17 @@ class SharedTokenBucketModelTests {
 			this.ref.advance(this.clock.getAsLong());
 			Map<Integer, Long> before = pollAll("before refund");
 			Map<Integer, Long> referenceBefore = referenceWaits();
+			// capped: the call holds n fewer, the ceiling has them back, unless its permit released them already
+			long toCeiling = (this.capped && grant.close != null) ? n : 0;
 			grant.refunded += n;
-			this.bucket.refund(n);
-			this.ref.refund(n);
+			if (grant.permit != null) {
+				this.bucket.refund(n, grant.permit);
+			}
+			else {
+				this.bucket.refund(n);
+			}
+			this.ref.refund(n, toCeiling, grant.permit != null);
+			this.ref.inFlight -= toCeiling;
 			log("refund(%d) of a call of %d tokens (%s)", n, grant.n, (grant.close != null) ? "permit open" : "released");
 			Map<Integer, Long> after = pollAll("after refund");
 			for (Map.Entry<Integer, Long> e : after.entrySet()) {
@@ -567,10 +760,18 @@ class SharedTokenBucketModelTests {
 				equal("until full (ns)", s.untilFull().toNanos(), this.ref.nanosUntilFull());
 			}
 			if (this.capped) {
-				equal("in flight", (long) s.inFlight(), this.ref.inFlight);
-				if ((long) s.available() + this.ref.inFlight > this.ref.limit) {
-					throw new AssertionError("capped: in flight " + this.ref.inFlight + " + available " + s.available()
-							+ " > limit " + this.ref.limit);
+				// (a grab's tokens count as in flight from the grab: the bucket does not know when its caller goes
+				// ahead; once covered, they are granted)
+				long grabbed = 0;
+				long grabbedCovered = 0;
+				for (long[] g : this.grabs) {
+					grabbed += g[1];
+					grabbedCovered += (this.ref.deficiency(this.ref.byId((int) g[2])) == 0) ? g[1] : 0;
+				}
+				equal("in flight", (long) s.inFlight(), this.ref.inFlight + grabbed);
+				if ((long) s.available() + this.ref.inFlight + grabbedCovered > this.ref.limit) {
+					throw new AssertionError("capped: in flight " + (this.ref.inFlight + grabbedCovered) + " + available "
+							+ s.available() + " > limit " + this.ref.limit);
 				}
 			}
 			if ((long) s.available() > this.ref.limit) {
@@ -612,6 +813,12 @@ class SharedTokenBucketModelTests {
 		long refunded;
 
 		Runnable close;
+
+		/** Capped: released by its caller with {@code release(n - refunded)} (tryAcquire, a grab), not by a permit. */
+		boolean raw;
+
+		/** The call's permit, when it has one: refunds go through it. */
+		Permit permit;
 
 		Grant(long n, Runnable close) {
 			this.n = n;
@@ -700,7 +907,7 @@ class SharedTokenBucketModelTests {
 		}
 
 		Claim claim(long n) {
-			Claim c = new Claim(this.ids++, n, false);
+			Claim c = new Claim(this.ids++, n, false, false);
 			this.a = this.a.subtract(scaled(n));
 			this.cap -= n;
 			this.queue.add(c);
@@ -714,8 +921,8 @@ class SharedTokenBucketModelTests {
 				this.a = this.a.add(scaled(n));
 				return false;
 			}
-			if (this.queue.stream().anyMatch((c) -> !c.charge)) {
-				this.queue.add(new Claim(this.ids++, n, true));
+			if (this.queue.stream().anyMatch((c) -> !c.charge && !c.credit)) {
+				this.queue.add(new Claim(this.ids++, n, true, false));
 			}
 			return true;
 		}
@@ -739,7 +946,7 @@ class SharedTokenBucketModelTests {
 			long sum = 0;
 			boolean after = false;
 			for (Claim other : this.queue) {
-				if (after && (forRate || !other.charge)) {
+				if (after && !other.credit && (forRate || !other.charge)) {
 					sum += other.n;
 				}
 				if (other == c) {
@@ -780,11 +987,42 @@ class SharedTokenBucketModelTests {
 			this.a = this.a.add(scaled(c.n)).min(limitScaled());
 			this.cap += c.n;
 			dropLeadingCharges();
+			foldCredits();
+			dropLeadingCharges();
+		}
+
+		/** Refunds waiting at the end of the line go to the ceiling, in order, once every claim ahead is within it. */
+		private void foldCredits() {
+			for (int i = 0; i < this.queue.size();) {
+				Claim credit = this.queue.get(i);
+				if (!credit.credit) {
+					i++;
+					continue;
+				}
+				Claim last = null;
+				for (int j = 0; j < i; j++) {
+					Claim c = this.queue.get(j);
+					if (!c.charge && !c.credit) {
+						last = c;
+					}
+				}
+				if (last != null && this.cap + behind(last, false) < 0) {
+					return;
+				}
+				this.cap += credit.n;
+				this.queue.remove(i);
+			}
+		}
+
+		private long pendingCredits() {
+			return this.queue.stream().filter(Claim::credit).mapToLong(Claim::n).sum();
 		}
 
 		void grant(Claim c) {
 			this.queue.remove(c);
 			this.inFlight += c.n;
+			dropLeadingCharges();
+			foldCredits();
 			dropLeadingCharges();
 		}
 
@@ -798,11 +1036,28 @@ class SharedTokenBucketModelTests {
 		void release(long n) {
 			this.cap += n;
 			this.inFlight -= n;
+			foldCredits();
 		}
 
-		/** The rate only: capped, the tokens stay in flight until released. */
-		void refund(long n) {
+		/**
+		 * {@code n} tokens back to the rate, never above the limit; capped, {@code toCeiling} of them back to the
+		 * ceiling as well (they are no longer claimed: in flight or waiting), never more than are claimed: at once
+		 * through a permit, otherwise once every claim now in line is within the ceiling.
+		 */
+		void refund(long n, long toCeiling, boolean throughPermit) {
 			this.a = this.a.add(scaled(n)).min(limitScaled());
+			long back = Math.min(toCeiling, this.limit - this.cap - pendingCredits());
+			if (back <= 0) {
+				return;
+			}
+			if (throughPermit) {
+				this.cap += back; // a permit's tokens were within the ceiling: the claims behind move up at once
+			}
+			else {
+				this.queue.add(new Claim(this.ids++, back, false, true));
+			}
+			foldCredits();
+			dropLeadingCharges();
 		}
 
 		void updateRate(long tokens, long periodNanos) {
@@ -816,6 +1071,7 @@ class SharedTokenBucketModelTests {
 			this.cap += newLimit - this.limit;
 			this.limit = newLimit;
 			this.a = this.a.min(limitScaled());
+			foldCredits();
 		}
 
 		/** Nanoseconds until the bucket holds its limit if nobody takes or gives back: exact, rounded up. */
@@ -838,11 +1094,15 @@ class SharedTokenBucketModelTests {
 					+ this.limit + " cap=" + this.cap + " inFlight=" + this.inFlight + " queue=" + this.queue;
 		}
 
-		record Claim(int id, long n, boolean charge) {
+		/**
+		 * A claim in line; or a charge made while claims wait; or (capped) a refund's tokens that wait at the end of
+		 * the line to go back to the ceiling until every claim ahead of them is within it.
+		 */
+		record Claim(int id, long n, boolean charge, boolean credit) {
 
 			@Override
 			public String toString() {
-				return (this.charge ? "charge#" : "#") + this.id + ":" + this.n;
+				return (this.charge ? "charge#" : this.credit ? "credit#" : "#") + this.id + ":" + this.n;
 			}
 		}
 	}

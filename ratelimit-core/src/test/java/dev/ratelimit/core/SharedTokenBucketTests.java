@@ -244,6 +244,54 @@ class SharedTokenBucketTests {
 		assertThat(bucket.tryAcquire(1)).isFalse();
 	}
 
+	/** Contract revision 3: a capped refund gives its tokens back to the ceiling too (I8). */
+	@Test
+	void aCappedRefundGivesItsTokensBackToTheCeiling() throws InterruptedException {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
+				.cappedRelease(true).clock(this.clock).build();
+		// seastar's give-up: a caller that gave up never shrinks the bucket
+		long first = bucket.grab(10);
+		assertThat(bucket.deficiency(first)).isZero();
+		long second = bucket.grab(5);
+		assertThat(bucket.deficiency(second)).isEqualTo(5);
+		bucket.refund(5);
+		bucket.release(10);
+		this.clock.advance(Duration.ofSeconds(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(drain(bucket)).isEqualTo(10);
+		bucket.release(10);
+		// a call that took 10 and gives 4 back holds 6: 4 are there at once, and its release of the rest fills it
+		this.clock.advance(Duration.ofSeconds(5));
+		assertThat(bucket.tryAcquire(10)).isTrue();
+		this.clock.advance(Duration.ofSeconds(5));
+		bucket.refund(4);
+		assertThat(bucket.snapshot().available()).isEqualTo(4);
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(6);
+		bucket.release(6);
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		// through its permit: the close releases the rest, once; a refund after the close acts on the rate only
+		Permit permit = bucket.acquire(10, Duration.ZERO);
+		bucket.refund(3, permit);
+		assertThat(bucket.snapshot().available()).isEqualTo(3);
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(7);
+		permit.close();
+		permit.close();
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isEqualTo(3);
+		bucket.refund(2, permit);
+		assertThat(bucket.snapshot().available()).isEqualTo(5);
+		this.clock.advance(Duration.ofSeconds(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		// a charge put nothing in flight: given back through a permit that holds nothing, the rate only
+		bucket.charge(4);
+		bucket.refund(4, Permit.noop());
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(drain(bucket)).isEqualTo(10);
+		assertThat(bucket.snapshot().inFlight()).isEqualTo(10);
+	}
+
 	@Test
 	void aRefundGoesToTheFirstCallerInLineAtOnce() {
 		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10).initial(3)
@@ -581,12 +629,13 @@ class SharedTokenBucketTests {
 	}
 
 	@Test
-	void aRefundInCappedModeActsOnTheRateOnlyAndTheReleaseGivesTheTokensBackOnce() throws InterruptedException {
+	void aRefundInCappedModeThroughThePermitAndTheReleaseGiveTheTokensBackOnce() throws InterruptedException {
 		SharedTokenBucket bucket = perMillisecond().limit(2).cappedRelease(true).build();
 		Permit permit = bucket.acquire(2, Duration.ZERO);
-		bucket.refund(2);
-		assertThat(bucket.snapshot().inFlight()).isEqualTo(2); // in flight until the permit is closed
-		assertThat(bucket.snapshot().available()).isZero();
+		bucket.refund(2, permit);
+		// (contract revision 3: back to the ceiling too, I8; until then they stayed in flight until the close)
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isEqualTo(2);
 		permit.close();
 		assertThat(bucket.snapshot().inFlight()).isZero();
 		assertThat(bucket.snapshot().available()).isEqualTo(2); // the rate had them back at once
@@ -601,9 +650,10 @@ class SharedTokenBucketTests {
 		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(10, Duration.ofSeconds(1)).limit(10)
 				.cappedRelease(true).clock(this.clock).build();
 		Permit permit = bucket.acquire(4, Duration.ZERO);
-		bucket.refund(4); // refundIf: the call does not count
-		assertThat(bucket.snapshot().inFlight()).isEqualTo(4);
-		assertThat(bucket.snapshot().available()).isEqualTo(6);
+		bucket.refund(4, permit); // refundIf: the call does not count
+		// (contract revision 3: back to the ceiling too, I8; until then they stayed in flight until the close)
+		assertThat(bucket.snapshot().inFlight()).isZero();
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
 		permit.close();
 		assertThat(bucket.snapshot().inFlight()).isZero();
 		assertThat(bucket.snapshot().available()).isEqualTo(10);

@@ -308,7 +308,8 @@ class StripedBucketModelTests {
 				case 1 -> 1;
 				case 2 -> this.random.nextLong(interval) + 1;
 				case 3 -> interval * (1 + this.random.nextInt(5));
-				case 4 -> -(this.random.nextLong(Math.max(1, Math.min(interval, 1_000_000))) + 1);
+				case 4 -> -(this.random.nextLong(Math.max(1, this.random.nextBoolean() ? Math.min(interval, 1_000_000)
+						: interval * (1 + this.random.nextInt(8)))) + 1); // (back a little, or several intervals)
 				case 5 -> saturatedAdd(untilFull(), this.random.nextInt(3));
 				case 6 -> YEAR + this.random.nextLong(YEAR);
 				default -> interval * (1 + this.random.nextLong(Math.min(this.ref.limit, 1_000)));
@@ -521,7 +522,7 @@ class StripedBucketModelTests {
 			};
 			this.ref.advance(this.clock.getAsLong());
 			this.bucket.refund(n);
-			this.ref.refund(n);
+			this.ref.refund(n, 0, false);
 			log("refund(%d)", n);
 			resetWindow(); // tokens given back may be taken again: the window restarts
 		}

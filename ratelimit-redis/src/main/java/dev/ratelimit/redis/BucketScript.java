@@ -12,6 +12,7 @@ import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
+import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.StatsRecorder;
@@ -90,10 +91,11 @@ final class BucketScript {
 
 		static Settings of(Rate rate, long limit, boolean capped, Duration lease, String bucket) {
 			if (limit < 1) {
-				throw new IllegalArgumentException("limit must be >= 1, was " + limit);
+				throw new InvalidArgumentException("limit", limit, 1L, null, "limit must be >= 1, was " + limit);
 			}
 			if (lease == null || lease.toMillis() < 1) {
-				throw new IllegalArgumentException("lease of Redis bucket '" + bucket
+				throw new InvalidArgumentException("lease", lease, Duration.ofMillis(1), null,
+						"lease of Redis bucket '" + bucket
 						+ "' must be at least 1ms, was " + lease);
 			}
 			long[] perMicro = rate.per(Duration.ofNanos(1000));

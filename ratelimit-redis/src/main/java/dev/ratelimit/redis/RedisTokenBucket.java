@@ -21,6 +21,7 @@ import java.util.function.Supplier;
 import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.BackendUnavailableException;
+import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -186,7 +187,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
-			throw new IllegalArgumentException("timeout of Redis bucket '" + name
+			throw new InvalidArgumentException("timeout", builder.timeout, Duration.ofNanos(1), null,
+					"timeout of Redis bucket '" + name
 					+ "' must be a positive duration, was " + builder.timeout);
 		}
 		Rate rate = builder.rate();

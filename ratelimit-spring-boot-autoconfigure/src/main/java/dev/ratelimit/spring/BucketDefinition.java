@@ -1,14 +1,15 @@
 package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
-import java.math.BigInteger;
 import java.time.Duration;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
 
 import dev.ratelimit.core.CalendarQuota;
 import dev.ratelimit.core.QuotaCalendar;
+import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Rate;
+import dev.ratelimit.core.SharedTokenBucket;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -19,7 +20,7 @@ import org.jspecify.annotations.Nullable;
 public sealed interface BucketDefinition permits BucketDefinition.Shared, BucketDefinition.Hybrid, BucketDefinition.Quota {
 
 	/** What a rate may be, as the messages say it. */
-	String RATE_ACCEPTED = "a number > 0 (fractions allowed, e.g. 0.5)";
+	String RATE_ACCEPTED = CoreArguments.accepted("rate");
 
 	/** The bucket types, as the messages say them. */
 	String TYPES_ACCEPTED = "shared, hybrid or quota";
@@ -134,7 +135,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
 			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
-					"a duration >= 0, e.g. 0, 100ms or 2s");
+					CoreArguments.accepted("max-wait"));
 		}
 		RateLimitProperties.Redis redis = bucket.getRedis();
 		checkRedis(name, redis);
@@ -352,16 +353,17 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	private static int keysMax(String name, RateLimitProperties.Bucket bucket) {
 		int max = bucket.getKeys().getMax();
 		if (max < 1) {
-			throw RateLimitConfigurationException.invalidProperty(name, "keys.max", max, "a whole number >= 1");
+			throw RateLimitConfigurationException.invalidProperty(name, "keys.max", max, CoreArguments.accepted("keys.max"));
 		}
 		return max;
 	}
 
-	/** One period's rate, rounded down, at least 1. */
+	/**
+	 * The core's one rule ({@link SharedTokenBucket#defaultLimit(BigDecimal)}) applied to the rate as
+	 * configured, per the configured period (2.5 per 1s: 2), and passed to the builder as the limit.
+	 */
 	private static long defaultLimit(BigDecimal rate) {
-		BigInteger whole = rate.toBigInteger();
-		return (whole.compareTo(BigInteger.ONE) < 0) ? 1
-				: (whole.bitLength() > 62) ? Long.MAX_VALUE / 4 : whole.longValue();
+		return SharedTokenBucket.defaultLimit(rate);
 	}
 
 	/**
@@ -376,9 +378,9 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			return Rate.of(rate, period);
 		}
 		catch (IllegalArgumentException ex) {
-			if (String.valueOf(ex.getMessage()).startsWith("period")) {
+			if (ex instanceof InvalidArgumentException invalid && invalid.argument().equals("period")) {
 				throw RateLimitConfigurationException.invalidProperty(name, "period", period,
-						"a positive duration, e.g. 1s or 500ms");
+						CoreArguments.accepted("period"));
 			}
 			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
 					RATE_ACCEPTED + " with fewer digits: " + ex.getMessage());

@@ -1,8 +1,9 @@
 package dev.ratelimit.spring;
 
-import java.util.List;
+import java.util.Map;
 import java.util.function.Function;
 
+import dev.ratelimit.core.InvalidArgumentException;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -11,31 +12,55 @@ import org.jspecify.annotations.Nullable;
  * words: the bucket, the property as it is written in {@code application.yml}, the value given and
  * what is accepted.
  *
- * <p>Each builder names the argument first in its message ({@code "limit must be >= 1, was 0"}); the
- * table maps that name to the property. A message that names no argument of the table is shown as
- * the builder wrote it, under {@code rate} (what remains is the arithmetic of the rate).
+ * <p>A builder's refusal is an {@link InvalidArgumentException} naming its argument ({@code limit},
+ * {@code burstRatio}, {@code timeout}, ...) and the range it accepts: the table maps the argument to the
+ * property, and the phrase of what a property accepts is written here only ({@link #accepted}), for the
+ * builders' refusals and for the configuration's own checks. A refusal of another argument (what remains
+ * is the arithmetic of the rate) is shown as the builder wrote it, under {@code rate}.
  */
 final class CoreArguments {
 
-	private record Argument(String prefix, String property, Function<BucketDefinition, @Nullable Object> value,
-			String accepted) {
+	private record Argument(String property, Function<BucketDefinition, @Nullable Object> value) {
 	}
 
-	private static final List<Argument> ARGUMENTS = List.of(
-			new Argument("limit must be >= 1", "limit", CoreArguments::limit, "a whole number >= 1"),
-			new Argument("initial ", "initial", (d) -> (d instanceof BucketDefinition.Shared s) ? s.initial() : null,
-					"a whole number from 0 to the limit"),
-			new Argument("burstRatio must be >= 1", "burst-ratio", CoreArguments::burstRatio,
-					"a number >= 1.0 (1.0 never catches up)"),
-			new Argument("maxBacklog ", "max-backlog",
-					(d) -> (d instanceof BucketDefinition.Hybrid h) ? h.maxBacklog() : null,
-					"a duration >= 0, e.g. 10s (leave it out for no bound)"),
-			new Argument("timeout of Redis bucket", "redis.timeout", (d) -> redis(d).getTimeout(),
-					"a positive duration, e.g. 100ms"),
-			new Argument("lease of Redis bucket", "redis.lease", (d) -> redis(d).getLease(),
-					"a duration of at least 1ms, e.g. 1m"));
+	/** The builders' arguments, by their names, as the configuration's properties. */
+	private static final Map<String, Argument> ARGUMENTS = Map.of(
+			"limit", new Argument("limit", CoreArguments::limit),
+			"initial", new Argument("initial", (d) -> (d instanceof BucketDefinition.Shared s) ? s.initial() : null),
+			"burstRatio", new Argument("burst-ratio", CoreArguments::burstRatio),
+			"maxBacklog", new Argument("max-backlog", (d) -> (d instanceof BucketDefinition.Hybrid h) ? h.maxBacklog() : null),
+			"timeout", new Argument("redis.timeout", (d) -> redis(d).getTimeout()),
+			"lease", new Argument("redis.lease", (d) -> redis(d).getLease()),
+			"period", new Argument("period", BucketDefinition::period));
+
+	/** What each bucket property accepts, in the configuration's words: the one place these are written. */
+	private static final Map<String, String> ACCEPTED = Map.of(
+			"rate", "a number > 0 (fractions allowed, e.g. 0.5)",
+			"period", "a positive duration, e.g. 1s or 500ms",
+			"max-wait", "a duration >= 0, e.g. 0, 100ms or 2s",
+			"limit", "a whole number >= 1",
+			"initial", "a whole number from 0 to the limit",
+			"burst-ratio", "a number >= 1.0 (1.0 never catches up)",
+			"max-backlog", "a duration >= 0, e.g. 10s (leave it out for no bound)",
+			"redis.timeout", "a positive duration, e.g. 100ms",
+			"redis.lease", "a duration of at least 1ms, e.g. 1m",
+			"keys.max", "a whole number >= 1");
 
 	private CoreArguments() {
+	}
+
+	/**
+	 * What a bucket property accepts, in the configuration's words.
+	 *
+	 * @param property the property, relative to the bucket (e.g. {@code limit})
+	 * @return the phrase, e.g. {@code "a whole number >= 1"}
+	 */
+	static String accepted(String property) {
+		String accepted = ACCEPTED.get(property);
+		if (accepted == null) {
+			throw new IllegalStateException("no phrase for bucket property " + property);
+		}
+		return accepted;
 	}
 
 	/**
@@ -46,26 +71,23 @@ final class CoreArguments {
 	 * @return the start-up failure (or the endpoint's 400) naming the bucket and the property
 	 */
 	static RateLimitConfigurationException translate(BucketDefinition definition, IllegalArgumentException refusal) {
-		String message = String.valueOf(refusal.getMessage());
-		for (Argument argument : ARGUMENTS) {
-			if (message.startsWith(argument.prefix())) {
-				String accepted = argument.accepted();
-				if (argument.property().equals("initial")) {
-					accepted += " (" + limit(definition) + ")";
-				}
-				return RateLimitConfigurationException.invalidProperty(definition.name(), argument.property(),
-						argument.value().apply(definition), accepted);
-			}
+		Argument argument = (refusal instanceof InvalidArgumentException invalid) ? ARGUMENTS.get(invalid.argument())
+				: null;
+		if (argument == null) {
+			return RateLimitConfigurationException.invalidProperty(definition.name(), "rate", definition.rate(),
+					"a value the bucket can hold (" + refusal.getMessage() + ")");
 		}
-		String property = message.startsWith("burstRatio") ? "burst-ratio"
-				: message.startsWith("limit") || message.contains(": limit ") ? "limit" : "rate";
-		Object value = switch (property) {
-			case "burst-ratio" -> burstRatio(definition);
-			case "limit" -> limit(definition);
-			default -> definition.rate();
-		};
-		return RateLimitConfigurationException.invalidProperty(definition.name(), property, value,
-				"a value the bucket can hold (" + message + ")");
+		InvalidArgumentException invalid = (InvalidArgumentException) refusal;
+		Object value = argument.value().apply(definition);
+		String accepted = accepted(argument.property());
+		if (argument.property().equals("initial") && invalid.most() != null) {
+			accepted += " (" + invalid.most() + ")"; // the limit
+		}
+		else if (invalid.most() != null) {
+			accepted += " (" + invalid.getMessage() + ")"; // a bound of the builder's: 2^50, or what the pools hold
+		}
+		return RateLimitConfigurationException.invalidProperty(definition.name(), argument.property(),
+				(value != null) ? value : invalid.value(), accepted);
 	}
 
 	private static @Nullable Object limit(BucketDefinition definition) {

@@ -235,7 +235,7 @@ final class Call implements Reservation, Permit {
 		}
 		for (int i = 0; i < this.limits.length; i++) {
 			if (this.kept[i]) {
-				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i]);
+				this.limits[i].refund(this.tokens[i], this.keys[i], this.targets[i], this.permits[i]);
 				this.permits[i].close();
 			}
 			if (this.decided[i]) {
@@ -304,7 +304,7 @@ final class Call implements Reservation, Permit {
 			}
 			long real = settlement.realCost(i, this.tokens[i]);
 			if (real < this.tokens[i]) {
-				limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i]);
+				limit.refund(this.tokens[i] - real, this.keys[i], this.targets[i], this.permits[i]);
 			}
 			else if (real > this.tokens[i]) {
 				try {

@@ -253,18 +253,20 @@ public final class Limit {
 	}
 
 	/**
-	 * Gives back tokens a granted call took (the rate only: a capped permit still releases): to the
-	 * bucket it took them from. A key's bucket that has been dropped since was full: giving back to it
-	 * would have changed nothing, and nothing is given to the key's new bucket either.
+	 * Gives back tokens a granted call took: to the bucket it took them from, through the call's permit
+	 * (capped release: back to the ceiling too, and the permit's close releases only the rest). A key's
+	 * bucket that has been dropped since was full: giving back to it would have changed nothing, and
+	 * nothing is given to the key's new bucket either.
 	 *
 	 * @param target the bucket a keyed call took from ({@code null} for an unkeyed one)
+	 * @param permit the call's permit from that bucket ({@code null} when it has nothing to release)
 	 */
-	void refund(long tokens, @Nullable Object k, @Nullable RateLimiter target) {
+	void refund(long tokens, @Nullable Object k, @Nullable RateLimiter target, @Nullable Permit permit) {
 		if (tokens == 0) {
 			return;
 		}
 		if (k == null) {
-			this.limiter.refund(tokens);
+			refund(this.limiter, tokens, permit);
 			return;
 		}
 		KeyedBuckets.Entry entry = (target != null) ? this.keys.pinIfCurrent(k, target) : this.keys.pin(k, false);
@@ -272,11 +274,16 @@ public final class Limit {
 			return; // dropped since, full: nothing to give back to (K1)
 		}
 		try {
-			entry.limiter().refund(tokens);
+			refund(entry.limiter(), tokens, permit);
 		}
 		finally {
 			entry.unpin();
 		}
+	}
+
+	private static void refund(RateLimiter limiter, long tokens, @Nullable Permit permit) {
+		// (no permit, or a no-op one: nothing in flight, e.g. a shadow bucket's charge: the rate only)
+		limiter.refund(tokens, (permit != null) ? permit : Permit.noop());
 	}
 
 	/**

@@ -356,7 +356,8 @@ public final class Limits {
 	private void giveBack(int taken, long[] tokens, @Nullable Object[] keys, @Nullable RateLimiter @Nullable [] targets,
 			@Nullable Permit[] permits) {
 		for (int i = 0; i < taken; i++) {
-			this.limits[i].refund(tokens[i], keys[i], (targets != null) ? targets[i] : null);
+			this.limits[i].refund(tokens[i], keys[i], (targets != null) ? targets[i] : null,
+					(permits != null) ? permits[i] : null);
 			if (permits != null && permits[i] != null) {
 				permits[i].close();
 			}
