@@ -190,13 +190,17 @@ final class ClientLimits {
 		}
 		long now = now();
 		for (int i = 0; i < call.gates.length; i++) {
-			ServerGate gate = call.gates[i];
-			if (heard.pause() > 0) {
-				gate.pause(now + heard.pause(), now);
-			}
-			for (long[] lowering : heard.lowerings()) {
-				gate.lower(lowering[0], call.marks[i], now + lowering[1], now);
-			}
+			obey(call.gates[i], heard, call.marks[i], now);
+		}
+	}
+
+	/** Applies what a server said to a gate, for the call whose mark on it was {@code mark}. */
+	static void obey(ServerGate gate, ServerAnswers.Heard heard, long mark, long now) {
+		if (heard.pause() > 0) {
+			gate.pause(now + heard.pause(), now);
+		}
+		for (long[] lowering : heard.lowerings()) {
+			gate.lower(lowering[0], mark, now + lowering[1], now);
 		}
 	}
 }

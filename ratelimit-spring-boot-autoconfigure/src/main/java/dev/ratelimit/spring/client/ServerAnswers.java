@@ -42,11 +42,15 @@ final class ServerAnswers {
 
 	private static final long NANOS_PER_SECOND = 1_000_000_000L;
 
-	private static final DateTimeFormatter RFC_850 = DateTimeFormatter.ofPattern("EEEE, dd-MMM-yy HH:mm:ss 'GMT'",
-			Locale.US);
+	/** RFC 850's two-digit years: 70-99 are the 1900s, 00-69 the 2000s. */
+	private static final DateTimeFormatter RFC_850 = new java.time.format.DateTimeFormatterBuilder()
+		.appendPattern("EEEE, dd-MMM-")
+		.appendValueReduced(java.time.temporal.ChronoField.YEAR, 2, 2, 1970)
+		.appendPattern(" HH:mm:ss 'GMT'")
+		.toFormatter(Locale.US);
 
-	private static final DateTimeFormatter ASCTIME = DateTimeFormatter.ofPattern("EEE MMM ppd HH:mm:ss yyyy",
-			Locale.US);
+	/** asctime, its day padded with a space, read with the spaces collapsed. */
+	private static final DateTimeFormatter ASCTIME = DateTimeFormatter.ofPattern("EEE MMM d HH:mm:ss yyyy", Locale.US);
 
 	/** A pause and lowerings, each in nanoseconds from the answer. */
 	record Heard(long pause, List<long[]> lowerings) {
@@ -194,7 +198,7 @@ final class ServerAnswers {
 					}
 					return java.time.ZonedDateTime.parse(value, format).toInstant();
 				}
-				LocalDateTime local = LocalDateTime.parse(value, format);
+				LocalDateTime local = LocalDateTime.parse((format == ASCTIME) ? value.replaceAll(" +", " ") : value, format);
 				return local.toInstant(ZoneOffset.UTC);
 			}
 			catch (DateTimeParseException ex) {
