@@ -113,7 +113,9 @@ final class BucketPropertyChecks {
 	static final List<String> KNOWN_OUTSIDE_BUCKETS = List.of("enabled", "mode", "interceptor-order",
 			"health.backend-down-status", "executor.max-threads", "executor.virtual-threads",
 			"executor.propagate-context", "web.headers", "web.expose-key", "web.rules.paths", "web.rules.methods",
-			"web.rules.bucket", "web.rules.key", "web.rules.cost");
+			"web.rules.bucket", "web.rules.key", "web.rules.cost", "clients.listen", "clients.max-pause",
+			"clients.rules.hosts", "clients.rules.paths", "clients.rules.methods", "clients.rules.bucket",
+			"clients.rules.key", "clients.rules.cost");
 
 	/** Properties outside the buckets bound to enums, with their values as written and how to say them. */
 	private static final Map<String, Map.Entry<Set<String>, String>> CHOICES_OUTSIDE_BUCKETS = Map.of(
@@ -129,7 +131,10 @@ final class BucketPropertyChecks {
 			"executor.virtual-threads", new Typed(Boolean.class, BOOLEAN),
 			"executor.propagate-context", new Typed(Boolean.class, BOOLEAN),
 			"web.expose-key", new Typed(Boolean.class, BOOLEAN),
-			"web.rules.cost", new Typed(Long.class, "a whole number >= 0 (default 1)"));
+			"web.rules.cost", new Typed(Long.class, "a whole number >= 0 (default 1)"),
+			"clients.listen", new Typed(Boolean.class, BOOLEAN),
+			"clients.max-pause", new Typed(java.time.Duration.class, "a duration, e.g. 1h (the default) or 30m"),
+			"clients.rules.cost", new Typed(Long.class, "a whole number >= 0 (default 1)"));
 
 	private BucketPropertyChecks() {
 	}
@@ -308,7 +313,8 @@ final class BucketPropertyChecks {
 		throw new RateLimitConfigurationException(
 				name + origin + " is not a ratelimit property; did you mean " + suggestion + "?",
 				"Rename it to " + suggestion + ", or remove it. Outside ratelimit.buckets, the properties are "
-						+ KNOWN_OUTSIDE_BUCKETS.stream().map((known) -> "ratelimit." + known.replace("web.rules.", "web.rules[*]."))
+						+ KNOWN_OUTSIDE_BUCKETS.stream().map((known) -> "ratelimit." + known.replace("web.rules.", "web.rules[*].")
+							.replace("clients.rules.", "clients.rules[*]."))
 							.collect(Collectors.joining(", "))
 						+ ".");
 	}

@@ -60,6 +60,8 @@ public class RateLimitProperties {
 
 	private final Web web = new Web();
 
+	private final Clients clients = new Clients();
+
 	private final ExecutorSettings executor = new ExecutorSettings();
 
 	public boolean isEnabled() {
@@ -100,6 +102,10 @@ public class RateLimitProperties {
 
 	public Web getWeb() {
 		return this.web;
+	}
+
+	public Clients getClients() {
+		return this.clients;
 	}
 
 	public ExecutorSettings getExecutor() {
@@ -200,6 +206,141 @@ public class RateLimitProperties {
 
 		public void setRules(List<Rule> rules) {
 			this.rules = rules;
+		}
+	}
+
+	/**
+	 * Limits on the HTTP calls the application makes (RestClient, RestTemplate, WebClient and HTTP
+	 * interface clients built from the auto-configured builders), contract revision 3.
+	 */
+	public static class Clients {
+
+		/**
+		 * Whether limited calls obey what the servers answer: a 429 or 503 with Retry-After pauses the
+		 * rule's bucket, and the IETF RateLimit, X-RateLimit-* and x-ratelimit-*-requests fields lower it
+		 * until their reset.
+		 */
+		private boolean listen = true;
+
+		/**
+		 * Longest pause or reset a server's answer is obeyed for; a longer one counts as this long.
+		 */
+		private Duration maxPause = Duration.ofHours(1);
+
+		/**
+		 * Limits on outbound calls by host (and optionally path and method); every matching rule applies.
+		 */
+		private List<ClientRule> rules = new ArrayList<>();
+
+		public boolean isListen() {
+			return this.listen;
+		}
+
+		public void setListen(boolean listen) {
+			this.listen = listen;
+		}
+
+		public Duration getMaxPause() {
+			return this.maxPause;
+		}
+
+		public void setMaxPause(Duration maxPause) {
+			this.maxPause = maxPause;
+		}
+
+		public List<ClientRule> getRules() {
+			return this.rules;
+		}
+
+		public void setRules(List<ClientRule> rules) {
+			this.rules = rules;
+		}
+	}
+
+	/**
+	 * One outbound rule: the calls it matches and the bucket they take from.
+	 */
+	public static class ClientRule {
+
+		/**
+		 * Hosts the rule limits, matched case-insensitively; * matches one label or more (*.partner.net);
+		 * without the port unless the pattern names one (api.partner.com:8443); required.
+		 */
+		private List<String> hosts = new ArrayList<>();
+
+		/**
+		 * Spring PathPattern patterns of the paths the rule limits, e.g. /v1/**; empty (the default) for
+		 * every path.
+		 */
+		private List<String> paths = new ArrayList<>();
+
+		/**
+		 * HTTP methods the rule limits (GET, POST, ...); empty (the default) for every method.
+		 */
+		private List<String> methods = new ArrayList<>();
+
+		/**
+		 * The bucket the matching calls take from; required, a configured bucket of any type.
+		 */
+		private @Nullable String bucket;
+
+		/**
+		 * One bucket per key: host (the host in lower case, without the port) or a SpEL expression over
+		 * #request (the outgoing request, Spring's HttpRequest). Empty (the default): the bucket itself.
+		 */
+		private @Nullable String key;
+
+		/**
+		 * Tokens a matching call takes.
+		 */
+		private long cost = 1;
+
+		public List<String> getHosts() {
+			return this.hosts;
+		}
+
+		public void setHosts(List<String> hosts) {
+			this.hosts = hosts;
+		}
+
+		public List<String> getPaths() {
+			return this.paths;
+		}
+
+		public void setPaths(List<String> paths) {
+			this.paths = paths;
+		}
+
+		public List<String> getMethods() {
+			return this.methods;
+		}
+
+		public void setMethods(List<String> methods) {
+			this.methods = methods;
+		}
+
+		public @Nullable String getBucket() {
+			return this.bucket;
+		}
+
+		public void setBucket(@Nullable String bucket) {
+			this.bucket = bucket;
+		}
+
+		public @Nullable String getKey() {
+			return this.key;
+		}
+
+		public void setKey(@Nullable String key) {
+			this.key = key;
+		}
+
+		public long getCost() {
+			return this.cost;
+		}
+
+		public void setCost(long cost) {
+			this.cost = cost;
 		}
 	}
 

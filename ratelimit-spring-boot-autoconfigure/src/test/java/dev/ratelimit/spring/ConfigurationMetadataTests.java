@@ -94,7 +94,8 @@ class ConfigurationMetadataTests {
 			.sorted()
 			.toList();
 		List<String> checked = BucketPropertyChecks.KNOWN_OUTSIDE_BUCKETS.stream()
-			.map((name) -> name.startsWith("web.rules.") ? "web.rules" : name)
+			.map((name) -> name.startsWith("web.rules.") ? "web.rules"
+					: name.startsWith("clients.rules.") ? "clients.rules" : name)
 			.distinct()
 			.sorted()
 			.toList();
@@ -106,7 +107,7 @@ class ConfigurationMetadataTests {
 				.as("type of ratelimit.buckets.*.%s", name)
 				.isEqualTo(type.getName()));
 		BucketPropertyChecks.checkedTypesOutsideBuckets().forEach((name, type) -> {
-			if (!name.startsWith("web.rules.")) {
+			if (!name.startsWith("web.rules.") && !name.startsWith("clients.rules.")) {
 				assertThat(properties.get("ratelimit." + name).get("type")).as("type of ratelimit.%s", name)
 					.isEqualTo(type.getName());
 			}

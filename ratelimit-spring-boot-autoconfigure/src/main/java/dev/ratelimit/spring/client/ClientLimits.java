@@ -1,0 +1,206 @@
+package dev.ratelimit.spring.client;
+
+import java.io.InterruptedIOException;
+import java.util.concurrent.locks.LockSupport;
+
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.engine.Limit;
+import dev.ratelimit.spring.engine.Limits;
+
+import org.springframework.http.HttpHeaders;
+import org.springframework.http.HttpRequest;
+
+/**
+ * The buckets of a fixed set of matching outbound rules: the engine's {@link Limits} (all or nothing, in
+ * a fixed order by bucket name, one wait for the longest) and the {@link ServerGate}s of what the servers
+ * said, which a call passes before it is sent.
+ *
+ * <p>A call whose gates hold nothing back takes its tokens the engine's way ({@link Limits#acquire}), as
+ * a call without listening would. A call that a gate holds back is refused at once, before any claim,
+ * when a gate's wait is longer than its bucket's max-wait; otherwise its claim and the gates are waited
+ * for together ({@link GatedReservation}).
+ */
+final class ClientLimits {
+
+	private final ClientRules.Compiled[] rules;
+
+	private final Limits limits;
+
+	private final long[] costs;
+
+	private final long[] maxWaits;
+
+	private final ClientRules.Gates[] gates;
+
+	private final ClientRules owner;
+
+	ClientLimits(ClientRules.Compiled[] rules, RegisteredBucket[] buckets, ClientRules.Gates[] gates,
+			ClientRules owner) {
+		this.rules = rules;
+		Limit[] limits = new Limit[buckets.length];
+		this.costs = new long[buckets.length];
+		this.maxWaits = new long[buckets.length];
+		for (int i = 0; i < limits.length; i++) {
+			limits[i] = Limit.of(buckets[i], buckets[i].maxWait(), rules[i].keyed(), false);
+			this.costs[i] = rules[i].cost;
+			this.maxWaits[i] = ServerAnswers.saturatedNanos(buckets[i].maxWait());
+		}
+		this.limits = Limits.of(limits);
+		this.gates = gates;
+		this.owner = owner;
+	}
+
+	long now() {
+		return this.owner.now();
+	}
+
+	/** A call: its keys (a key expression that fails, fails the call before anything is claimed). */
+	OutboundCall call(HttpRequest request) {
+		Object[] keys = new Object[this.rules.length];
+		ServerGate[] gates = new ServerGate[this.rules.length];
+		long now = now();
+		for (int i = 0; i < keys.length; i++) {
+			keys[i] = this.rules[i].key(request);
+			gates[i] = this.gates[i].of(keys[i], now);
+		}
+		return new OutboundCall(this, keys, gates);
+	}
+
+	/**
+	 * Takes a call's tokens, parking the thread while it waits: the blocking clients.
+	 *
+	 * @throws RateLimitExceededException when refused; nothing is kept, nothing is sent
+	 * @throws InterruptedIOException when interrupted while waiting; nothing is kept
+	 */
+	void acquire(OutboundCall call) throws InterruptedIOException {
+		long now = now();
+		try {
+			if (quiet(call, now)) {
+				call.granted(this.limits.acquire(this.costs, call.keys));
+				for (int i = 0; i < call.gates.length; i++) {
+					call.marks[i] = call.gates[i].pass(this.costs[i]);
+				}
+				return;
+			}
+			Reservation claim = reserve(call, now);
+			Thread thread = Thread.currentThread();
+			claim.onWake(() -> LockSupport.unpark(thread));
+			for (;;) {
+				if (thread.isInterrupted()) {
+					claim.cancel();
+					throw new InterruptedException();
+				}
+				long delay = claim.poll();
+				if (delay == 0) {
+					call.granted(claim.permit());
+					return;
+				}
+				LockSupport.parkNanos(this, delay);
+			}
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			InterruptedIOException interrupted = new InterruptedIOException(
+					"Interrupted while waiting for the tokens of an outbound call");
+			interrupted.initCause(ex);
+			throw interrupted;
+		}
+	}
+
+	/**
+	 * Claims a call's tokens without waiting, the gates included: refused at once when a gate's wait is
+	 * longer than its bucket's max-wait.
+	 */
+	Reservation reserve(OutboundCall call, long now) {
+		int refusing = refusing(call, now, 0);
+		if (refusing >= 0) {
+			throw refusal(refusing, call, now);
+		}
+		return new GatedReservation(this.limits.reserve(this.costs, call.keys), call, this, now);
+	}
+
+	private boolean quiet(OutboundCall call, long now) {
+		for (ServerGate gate : call.gates) {
+			if (!gate.quiet(now)) {
+				return false;
+			}
+		}
+		return true;
+	}
+
+	/** The gate whose wait is the longest of those beyond what is left of their bucket's max-wait, or -1. */
+	int refusing(OutboundCall call, long now, long waited) {
+		int refusing = -1;
+		long longest = 0;
+		for (int i = 0; i < call.gates.length; i++) {
+			long delay = call.gates[i].delay(this.costs[i], now);
+			if (delay > 0 && delay > this.maxWaits[i] - waited && delay > longest) {
+				refusing = i;
+				longest = delay;
+			}
+		}
+		return refusing;
+	}
+
+	RateLimitExceededException refusal(int i, OutboundCall call, long now) {
+		return GatedReservation.refusal(this.rules[i].bucket, call.keys[i], this.costs[i],
+				call.gates[i].delay(this.costs[i], now));
+	}
+
+	long gateDelay(OutboundCall call, long now) {
+		long longest = 0;
+		for (int i = 0; i < call.gates.length; i++) {
+			longest = Math.max(longest, call.gates[i].delay(this.costs[i], now));
+		}
+		return longest;
+	}
+
+	/** Passes every gate, or none. */
+	boolean tryPass(OutboundCall call, long now) {
+		for (int i = 0; i < call.gates.length; i++) {
+			long mark = call.gates[i].tryPass(this.costs[i], now);
+			if (mark < 0) {
+				for (int j = 0; j < i; j++) {
+					call.gates[j].unpass(this.costs[j]);
+				}
+				return false;
+			}
+			call.marks[i] = mark;
+		}
+		return true;
+	}
+
+	/** What a server answered a call: counted when 429 or 503 (once per bucket), obeyed when listening. */
+	void answered(OutboundCall call, int status, HttpHeaders headers) {
+		if (status == 429 || status == 503) {
+			for (int i = 0; i < this.rules.length; i++) {
+				if (i == 0 || !this.rules[i].bucket.equals(this.rules[i - 1].bucket)) {
+					this.owner.throttled().count(this.rules[i].bucket, status);
+				}
+			}
+		}
+		if (!this.owner.listening()) {
+			return;
+		}
+		ServerAnswers.Heard heard = this.owner.answers().read(status, headers);
+		if (heard.isEmpty()) {
+			return;
+		}
+		long now = now();
+		for (int i = 0; i < call.gates.length; i++) {
+			obey(call.gates[i], heard, call.marks[i], now);
+		}
+	}
+
+	/** Applies what a server said to a gate, for the call whose mark on it was {@code mark}. */
+	static void obey(ServerGate gate, ServerAnswers.Heard heard, long mark, long now) {
+		if (heard.pause() > 0) {
+			gate.pause(now + heard.pause(), now);
+		}
+		for (long[] lowering : heard.lowerings()) {
+			gate.lower(lowering[0], mark, now + lowering[1], now);
+		}
+	}
+}

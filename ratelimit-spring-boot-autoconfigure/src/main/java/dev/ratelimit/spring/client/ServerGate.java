@@ -1,0 +1,167 @@
+package dev.ratelimit.spring.client;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * What the server said about one bucket (or one key's bucket) of outbound calls: a pause (a 429 or 503
+ * with {@code Retry-After}) and lowerings (a remaining count until a reset). The front end asks it before
+ * a call is sent, alongside the engine's claim; it only ever holds calls back, never lets through a call
+ * the bucket would not.
+ */
+final class ServerGate {
+
+	/*
+	 * State, all under the monitor (a gate is touched once per call and once per answer):
+	 *
+	 * sent        tokens of calls that passed the gate since it was made, a counter that only grows.
+	 * pausedUntil clock reading before which no call passes (paused == false: no pause).
+	 * steps       the lowerings in force, as caps on `sent`: an answer "r remain until reset" to a call
+	 *             after whose passing `sent` was m caps `sent` at r + m until reset, so the calls that
+	 *             passed after the answered one are subtracted from what the server said remains.
+	 *
+	 * G1. steps is sorted by reset, strictly increasing, and its caps are strictly increasing too: a
+	 *     lowering with a cap no lower and a reset no later than another's is dominated (it never
+	 *     decides anything) and is dropped, so the level in force is the first step's cap minus sent.
+	 * G2. a lowering never raises a level: the level is the least cap of every lowering whose reset is
+	 *     still ahead, which G1's dropping keeps (a dropped lowering's cap is never the least while the
+	 *     one that dominates it is in force).
+	 * G3. past a step's reset the step is gone: removed on the first look after it.
+	 * G4. at most MAX_STEPS steps: beyond that, two neighbours become one with the lower cap and the later
+	 *     reset (holding calls back longer, never letting more through).
+	 */
+
+	static final int MAX_STEPS = 16;
+
+	private long sent;
+
+	private boolean paused;
+
+	private long pausedUntil;
+
+	private final List<long[]> steps = new ArrayList<>(); // {cap, reset}
+
+	/**
+	 * Whether nothing holds calls back now (no pause and no lowering in force): the blocking path then
+	 * takes its tokens the engine's fastest way.
+	 */
+	synchronized boolean quiet(long now) {
+		expire(now);
+		return !this.paused && this.steps.isEmpty();
+	}
+
+	/**
+	 * How long a call of {@code cost} tokens waits before the gate lets it pass (the pause left, or the
+	 * time until enough of the lowerings have reset), {@code 0} when it may pass now.
+	 */
+	synchronized long delay(long cost, long now) {
+		expire(now);
+		long pause = this.paused ? this.pausedUntil - now : 0;
+		long lowered = 0;
+		for (int i = 0; i < this.steps.size(); i++) {
+			if (this.steps.get(i)[0] - this.sent >= cost) {
+				break; // G1: every later step's cap is higher
+			}
+			lowered = this.steps.get(i)[1] - now; // wait for this step to reset
+		}
+		return Math.max(pause, lowered);
+	}
+
+	/**
+	 * Lets a call pass when nothing holds it back: counts its tokens as sent.
+	 *
+	 * @return the count of sent tokens after it (the call's mark, for its answer), or {@code -1} when it
+	 *         must wait ({@link #delay})
+	 */
+	synchronized long tryPass(long cost, long now) {
+		if (delay(cost, now) > 0) {
+			return -1;
+		}
+		this.sent += cost;
+		return this.sent;
+	}
+
+	/**
+	 * Counts a call that the gate did not hold back (taken while the gate was {@link #quiet}).
+	 *
+	 * @return the call's mark
+	 */
+	synchronized long pass(long cost) {
+		this.sent += cost;
+		return this.sent;
+	}
+
+	/** Takes back a pass of a call that did not go out after all (another bucket held it back). */
+	synchronized void unpass(long cost) {
+		this.sent -= cost;
+	}
+
+	/** Pauses the gate until {@code until} (a longer pause already in force stays). */
+	synchronized void pause(long until, long now) {
+		if (until - now <= 0) {
+			return;
+		}
+		if (!this.paused || until - this.pausedUntil > 0) {
+			this.pausedUntil = until;
+			this.paused = true;
+		}
+	}
+
+	/**
+	 * The server said {@code remaining} tokens remain until {@code reset}, answering the call whose mark
+	 * was {@code mark}.
+	 */
+	synchronized void lower(long remaining, long mark, long reset, long now) {
+		expire(now);
+		if (reset - now <= 0) {
+			return;
+		}
+		long cap = remaining + mark;
+		int at = 0;
+		while (at < this.steps.size() && this.steps.get(at)[1] - reset < 0) {
+			at++;
+		}
+		// G1: a step that resets no later with a cap no lower is dominated by this one
+		for (int i = at - 1; i >= 0; i--) {
+			if (this.steps.get(i)[0] >= cap) {
+				this.steps.remove(i);
+				at--;
+			}
+		}
+		// this one is dominated by a step that resets no earlier with a cap no higher
+		for (int i = at; i < this.steps.size(); i++) {
+			if (this.steps.get(i)[0] <= cap) {
+				return;
+			}
+		}
+		if (at < this.steps.size() && this.steps.get(at)[1] == reset) {
+			this.steps.set(at, new long[] { cap, reset });
+		}
+		else {
+			this.steps.add(at, new long[] { cap, reset });
+		}
+		if (this.steps.size() > MAX_STEPS) { // G4: merge the two earliest
+			long[] first = this.steps.remove(0);
+			this.steps.set(0, new long[] { first[0], this.steps.get(0)[1] });
+		}
+	}
+
+	/** The level the lowerings leave now ({@code Long.MAX_VALUE} without one); 0 while paused. */
+	synchronized long level(long now) {
+		expire(now);
+		if (this.paused) {
+			return 0;
+		}
+		return this.steps.isEmpty() ? Long.MAX_VALUE : Math.max(0, this.steps.get(0)[0] - this.sent);
+	}
+
+	/** G3. */
+	private void expire(long now) {
+		if (this.paused && this.pausedUntil - now <= 0) {
+			this.paused = false;
+		}
+		while (!this.steps.isEmpty() && this.steps.get(0)[1] - now <= 0) {
+			this.steps.remove(0);
+		}
+	}
+}
