@@ -6,6 +6,7 @@ import java.time.Duration;
 
 import dev.ratelimit.core.Rate;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
@@ -80,11 +81,19 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit);
 
 	/**
-	 * The most keys with a bucket of their own, when the bucket is used with a key.
+	 * The most keys with a bucket of their own, when the bucket is used with a key (revision 2; with it,
+	 * keys beyond share an overflow bucket).
 	 *
-	 * @return {@code keys.max}, {@code >= 1}
+	 * @return {@code keys.max}, {@code >= 1}, or {@code 0} when not set (the memory alone bounds the keys)
 	 */
 	int keysMax();
+
+	/**
+	 * The most bytes the keys' buckets take, when the bucket is used with a key (revision 3).
+	 *
+	 * @return {@code keys.memory} in bytes, from 1 MB to {@link KeyedBuckets#MAX_MEMORY}
+	 */
+	long keysMemory();
 
 	/**
 	 * Checks and resolves one configured bucket.
@@ -128,7 +137,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 			}
 			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, bucket.getBurstRatio(),
-					bucket.getMaxBacklog(), keysMax(name, bucket));
+					bucket.getMaxBacklog(), keysMax(name, bucket), keysMemory(name, bucket));
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
@@ -144,7 +153,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
-				redis, keysMax(name, bucket));
+				redis, keysMax(name, bucket), keysMemory(name, bucket));
 	}
 
 	/**
@@ -160,18 +169,22 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param cappedRelease whether tokens return only on release
 	 * @param maxWait the longest a caller waits
 	 * @param redis the Redis settings (used only by the redis backend)
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the keys' buckets take
 	 */
 	record Shared(String name, Backend backend, BigDecimal rate, Duration period, Rate exactRate, long limit,
-			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax)
+			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax,
+			long keysMemory)
 			implements BucketDefinition {
 
 		@Override
 		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			long l = (newLimit != null) ? newLimit : this.limit;
-			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
-					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis, this.keysMax);
+			// a full bucket's initial follows its limit: a key's bucket made after the retune starts full (K4)
+			long i = (this.initial == this.limit) ? l : Math.max(Math.min(this.initial, l), 0);
+			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l, i,
+					this.cappedRelease, this.maxWait, this.redis, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -186,10 +199,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param maxWait the longest a caller waits
 	 * @param burstRatio the catch-up ratio, or {@code null} for the pacer's default
 	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the keys' buckets take
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
-			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax)
+			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax, long keysMemory)
 			implements BucketDefinition {
 
 		@Override
@@ -202,7 +216,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			Long l = (newLimit != null) ? newLimit : this.limit;
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
-					this.burstRatio, this.maxBacklog, this.keysMax);
+					this.burstRatio, this.maxBacklog, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -217,11 +231,23 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	private static int keysMax(String name, RateLimitProperties.Bucket bucket) {
-		int max = bucket.getKeys().getMax();
+		Integer max = bucket.getKeys().getMax();
+		if (max == null) {
+			return 0;
+		}
 		if (max < 1) {
 			throw RateLimitConfigurationException.invalidProperty(name, "keys.max", max, "a whole number >= 1");
 		}
 		return max;
+	}
+
+	private static long keysMemory(String name, RateLimitProperties.Bucket bucket) {
+		DataSize memory = bucket.getKeys().getMemory();
+		if (memory == null || memory.toBytes() < (1L << 20) || memory.toBytes() > KeyedBuckets.MAX_MEMORY) {
+			throw RateLimitConfigurationException.invalidProperty(name, "keys.memory", memory,
+					"a size from 1MB to 64MB, e.g. 16MB (default 64MB)");
+		}
+		return memory.toBytes();
 	}
 
 	/** One period's rate, rounded down, at least 1. */

@@ -64,8 +64,8 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
-		return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
-				this::bringUpToDate);
+		return new KeyedBuckets(template.keysMax(), template.keysMemory(), template.backend() == Backend.LOCAL,
+				make.clock(), (key) -> make.createForKey(this.definition, key), this::bringUpToDate);
 	}
 
 	/** Brings a key's bucket made from an older definition to the template's settings (K4). */
@@ -97,6 +97,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 	public int keys() {
 		KeyedBuckets keys = this.keyed;
 		return (keys != null) ? keys.size() : 0;
+	}
+
+	@Override
+	public double keysLoad() {
+		KeyedBuckets keys = this.keyed;
+		return (keys != null) ? keys.load() : 0;
 	}
 
 	@Override
@@ -177,8 +183,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.definition = next;
 		KeyedBuckets keys = this.keyed;
 		if (keys != null) {
-			keys.retuned();
+			keys.retuned(nanosPerToken(current), nanosPerToken(next));
 		}
+	}
+
+	private static double nanosPerToken(BucketDefinition definition) {
+		return (double) definition.exactRate().period().toNanos() / definition.exactRate().tokens();
 	}
 
 	@Override

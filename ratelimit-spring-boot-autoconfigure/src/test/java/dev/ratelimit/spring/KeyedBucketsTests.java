@@ -217,4 +217,85 @@ class KeyedBucketsTests {
 		assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(10 * elapsed + 10));
 		assertThat(granted.get()).isPositive();
 	}
+
+	private KeyedBuckets keysInMemory(long memory) {
+		return new KeyedBuckets(0, memory, true, this.now::get, (key) -> SharedTokenBucket.builder()
+			.name("api")
+			.rate(this.rate, Duration.ofSeconds(1))
+			.limit(this.limit)
+			.clock(this.now::get)
+			.build(), (bucket) -> {
+				bucket.updateRate(this.rate, Duration.ofSeconds(1));
+				bucket.updateLimit(this.limit);
+			});
+	}
+
+	@Test
+	void oneMegabyteKeysCostWhatShortOnesDoAndTheHeapStaysWithinTheBound() {
+		long memory = 4L << 20;
+		KeyedBuckets keys = keysInMemory(memory);
+		char[] text = new char[1 << 20];
+		long heapBefore = usedHeapAfterGc();
+		for (int i = 0; i < 300; i++) {
+			java.util.Arrays.fill(text, (char) ('a' + i % 26));
+			String key = i + new String(text); // a megabyte each, all different
+			assertThat(take(keys, key, 1)).isTrue();
+			assertThat(take(keys, key, 10)).as("the key's own bucket, found again by its digest").isFalse();
+			assertThat(keys.find(key)).isNotNull();
+		}
+		// 300 MB of keys went by; the store holds 300 digests
+		assertThat(keys.size()).isEqualTo(300);
+		assertThat(usedHeapAfterGc() - heapBefore).isLessThan(memory);
+		assertThat(keys.load()).isLessThan(0.1);
+	}
+
+	@Test
+	void aKeyCostsAtMostItsStatedBytesAndTheDefaultMemoryHoldsItsKeysExactly() {
+		KeyedBuckets keys = keysInMemory(KeyedBuckets.DEFAULT_MEMORY);
+		int n = 80_000;
+		String pad = "k".repeat(KeyedBuckets.KEY_CHARS - 8);
+		long heapBefore = usedHeapAfterGc();
+		for (int i = 0; i < n; i++) {
+			take(keys, String.format("%08d", i) + pad, 1); // every key owes a token: none may be dropped
+		}
+		long perKey = (usedHeapAfterGc() - heapBefore) / n;
+		System.out.printf("a key of %d characters: %d bytes on the heap (charged %d)%n", KeyedBuckets.KEY_CHARS, perKey,
+				KeyedBuckets.ENTRY_BYTES + 2 * KeyedBuckets.KEY_CHARS);
+		assertThat(perKey).isLessThanOrEqualTo(KeyedBuckets.ENTRY_BYTES + 2 * KeyedBuckets.KEY_CHARS);
+		// all kept exactly, none forgotten
+		assertThat(keys.size()).isEqualTo(n);
+		assertThat(keys.load()).isLessThan(1);
+		assertThat(keys.find(String.format("%08d", 0) + pad).snapshot().available()).isEqualTo(9);
+	}
+
+	@Test
+	void aForgottenKeyComesBackOwingWhatItOwedAndNoKeySharesABucket() {
+		// room for two keys: the third forgets the one full soonest, remembering what it owes
+		KeyedBuckets keys = keysInMemory((5 * (KeyedBuckets.ENTRY_BYTES + 2 * 5) / 2) * 8 / 7);
+		assertThat(take(keys, "alice", 10)).isTrue();
+		assertThat(take(keys, "bobby", 4)).isTrue();
+		assertThat(take(keys, "carol", 1)).isTrue(); // bobby is full soonest: forgotten
+		assertThat(keys.find("bobby")).isNull();
+		assertThat(keys.overflowCalls()).isZero();
+		advance(Duration.ofMillis(100));
+		// bobby comes back with 10 - 4 + 1 = 7 tokens, as his bucket would have, not 10
+		assertThat(take(keys, "bobby", 8)).isFalse();
+		assertThat(take(keys, "bobby", 7)).isTrue();
+		assertThat(take(keys, "bobby", 1)).isFalse();
+		// nobody's calls went to a shared bucket: alice has what 100 ms made, whoever else came
+		assertThat(take(keys, "alice", 2)).isFalse();
+		assertThat(take(keys, "alice", 1)).isTrue();
+	}
+
+	@Test
+	void aKeyMadeAfterARetuneStartsFullAtTheNewLimit() {
+		// issue #30: after {"rate": 10, "limit": 3} on a bucket of limit 1, a new key started with 1 token
+		RateLimitProperties.Bucket configured = new RateLimitProperties.Bucket();
+		configured.setRate(java.math.BigDecimal.ONE);
+		configured.setLimit(1L);
+		BucketDefinition.Shared retuned = (BucketDefinition.Shared) BucketDefinition.of("login", configured)
+			.withRateAndLimit(java.math.BigDecimal.TEN, 3L);
+		assertThat(retuned.initial()).as("a key's bucket starts full").isEqualTo(3);
+		BucketDefinitions.checkUsableWithKey(retuned, "a key");
+	}
 }

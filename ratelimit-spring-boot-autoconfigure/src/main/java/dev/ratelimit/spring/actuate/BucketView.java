@@ -32,11 +32,14 @@ import dev.ratelimit.spring.RegisteredBucket;
  *        (its own mode, or {@code ratelimit.mode: shadow}); a key's bucket shows its template's
  * @param keys keys with a bucket of their own now (0 for a bucket never used with a key, and in the
  *        view of one key's bucket)
+ * @param keysLoad revision 3: how full the store of the bucket's keys is, 0 to 1 (the share of its
+ *        {@code keys.memory} in use; the same in the view of one key's bucket); 0 for a bucket never used
+ *        with a key
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
-		Pools pools, String behindSchedule, String mode, int keys) {
+		Pools pools, String behindSchedule, String mode, int keys, double keysLoad) {
 
 	/**
 	 * The pacer's pools, in operations.
@@ -80,7 +83,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
 				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
-				bucket.stats().mode().value(), keys);
+				bucket.stats().mode().value(), keys, bucket.keysLoad());
 	}
 
 	/**
