@@ -50,7 +50,7 @@ class RateLimitsEndpointTests {
 			JsonNode db = json.get("buckets").get("db-writes");
 			assertThat(db.propertyNames()).containsExactlyInAnyOrder("type", "backend", "rate", "period", "limit",
 					"available", "deficiency", "waiting", "inFlight", "cappedRelease", "granted", "rejected", "pools",
-					"behindSchedule", "mode", "keys");
+					"behindSchedule", "mode", "keys", "keysLoad");
 			assertThat(db.get("mode").asString()).isEqualTo("enforce");
 			assertThat(db.get("type").asString()).isEqualTo("shared");
 			assertThat(db.get("backend").asString()).isEqualTo("local");
