@@ -85,6 +85,15 @@ final class ConfiguredBucket implements RegisteredBucket {
 	}
 
 	@Override
+	public void reset() {
+		this.limiter.reset();
+		KeyedBuckets keys = this.keyed;
+		if (keys != null) {
+			keys.reset();
+		}
+	}
+
+	@Override
 	public void whenKeyed(Consumer<KeyedBuckets> action) {
 		KeyedBuckets keys;
 		synchronized (this) {
