@@ -112,6 +112,30 @@ final class RedisClaim extends AbstractReservation {
 		wake();
 	}
 
+	/**
+	 * The bucket was reset (contract revision 3): a claim granted with a wait it has not waited out yet had its
+	 * tokens taken before the reset, which forgot them, so it claims again from the full bucket (capped: its
+	 * lease released first); one waiting for releases asks again at once; one covered already keeps its tokens.
+	 */
+	void resetNearby() {
+		synchronized (this) {
+			long now = this.bucket.clock().getAsLong();
+			if (this.phase == DUE && this.claimed && this.due - now > 0) {
+				this.claimed = false;
+				if (this.bucket.tune().configured().capped()) {
+					this.bucket.held().decrementAndGet();
+					this.bucket.sendUnconditionally(Mode.RELEASE, 0, this.id);
+				}
+				ask(now);
+			}
+			else if (this.phase == RELEASES) {
+				this.nextAskNanos = now;
+				this.askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
+			}
+		}
+		wake();
+	}
+
 	void releasedNearby() {
 		synchronized (this) {
 			this.nextAskNanos = this.bucket.clock().getAsLong();
@@ -254,6 +278,7 @@ final class RedisClaim extends AbstractReservation {
 	@Override
 	protected synchronized void giveBack() {
 		this.bucket.releaseWaiters().remove(this);
+		this.bucket.claims().remove(this);
 		switch (this.phase) {
 			case ASKING -> {
 				// no call is out when the bucket was in a back-off and the policy refused at once
@@ -290,6 +315,7 @@ final class RedisClaim extends AbstractReservation {
 
 	@Override
 	protected synchronized Permit grantedPermit() {
+		this.bucket.claims().remove(this);
 		if (this.phase == LOCAL && this.call != null && !this.bucket.tune().configured().capped()) {
 			// let through by the local bucket after its call timed out: a late grant counts it in Redis
 			this.call.keepWhenLate();
