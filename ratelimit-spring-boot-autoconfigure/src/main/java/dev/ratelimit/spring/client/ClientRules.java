@@ -358,8 +358,13 @@ public final class ClientRules {
 		RegisteredBucket[] registered = new RegisteredBucket[chosen.size()];
 		Gates[] gates = new Gates[chosen.size()];
 		for (int i = 0; i < registered.length; i++) {
-			registered[i] = buckets.get(chosen.get(i).bucket);
-			gates[i] = this.gates.computeIfAbsent(chosen.get(i).bucket, (name) -> new Gates());
+			RegisteredBucket bucket = buckets.get(chosen.get(i).bucket);
+			registered[i] = bucket;
+			gates[i] = this.gates.computeIfAbsent(bucket.name(), (name) -> {
+				// the views' available shows the level the servers' answers leave (contract revision 3)
+				bucket.holdBackBy((key) -> level(name, key));
+				return new Gates();
+			});
 		}
 		return new ClientLimits(chosen.toArray(new Compiled[0]), registered, gates, this);
 	}

@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.autoconfigure.RateLimitClientAutoConfiguration;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -205,6 +206,12 @@ class OutboundRulesHttpTests {
 		return result;
 	}
 
+	/** The endpoint's {@code available} for a bucket. */
+	private static long available(ApplicationContext context, String bucket) {
+		RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+		return endpoint.bucket(bucket).available().longValue();
+	}
+
 	private static void awaitWaiting(ApplicationContext context, String bucket) throws InterruptedException {
 		RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
 		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
@@ -275,6 +282,9 @@ class OutboundRulesHttpTests {
 			assertThat(refused.getBucket()).isEqualTo("partner");
 			assertThat(refused.getRetryAfter()).isEqualTo(pause);
 			assertThat(this.partner.received()).isEqualTo(1);
+			assertThat(available(context, "partner")).as("the endpoint's available while paused").isZero();
+			assertThat(new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class)).bucket("partner").rejected())
+				.as("the refusal by the pause, counted").isEqualTo(1);
 			assertThat(context.getBean(MeterRegistry.class)
 				.counter("ratelimit.client.throttled", "bucket", "partner", "status", String.valueOf(status))
 				.count()).isEqualTo(1);
@@ -337,12 +347,15 @@ class OutboundRulesHttpTests {
 			this.partner.answer(200, fields);
 			assertThat(caller.get(url)).isEqualTo(200);
 			assertThat(context.getBean(ClientRules.class).level("partner", null)).isEqualTo(1);
+			assertThat(available(context, "partner")).as("the endpoint's available, lowered").isEqualTo(1);
 			assertThat(caller.get(url)).isEqualTo(200);
 			RateLimitExceededException refused = (RateLimitExceededException) catchThrowable(() -> caller.get(url));
 			assertThat(refused).isNotNull();
 			assertThat(refused.getRetryAfter()).isEqualTo(Duration.ofSeconds(30));
 			assertThat(this.partner.received()).isEqualTo(2);
+			assertThat(available(context, "partner")).as("the endpoint's available, lowered").isZero();
 			this.clock.addAndGet(TimeUnit.SECONDS.toNanos(30));
+			assertThat(available(context, "partner")).as("the endpoint's available after the reset").isEqualTo(100);
 			assertThat(caller.get(url)).isEqualTo(200);
 			assertThat(this.partner.received()).isEqualTo(3);
 		});
