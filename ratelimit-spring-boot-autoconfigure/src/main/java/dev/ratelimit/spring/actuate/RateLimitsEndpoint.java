@@ -162,14 +162,20 @@ public class RateLimitsEndpoint {
 	 * Resets a bucket (contract revision 3), as {@link dev.ratelimit.spring.RateLimitRegistry#reset(String)}
 	 * does.
 	 *
+	 * <p>It answers the bucket's view after the reset (over JMX); over HTTP the web extension answers 204
+	 * without a body, as the contract says. (It returns a value, not {@code void}, so that the web extension's
+	 * operation, which answers with a status, replaces it: an operation's media types are part of its key.)
+	 *
 	 * @param name the bucket name
+	 * @return the bucket's view after the reset
 	 */
 	@DeleteOperation
-	public void reset(@Selector String name) {
-		if (this.registry.find(name).isEmpty()) {
-			throw invalid("No bucket named '" + name + "'; the buckets are " + String.join(", ", this.registry.names()));
-		}
+	public BucketView reset(@Selector String name) {
+		RegisteredBucket bucket = this.registry.find(name)
+			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
+					+ String.join(", ", this.registry.names())));
 		this.registry.reset(name);
+		return BucketView.of(bucket);
 	}
 
 	/**
