@@ -44,17 +44,18 @@ public class RateLimitsWebEndpointExtension {
 	 * @param limit the new limit, or {@code null} to keep it: read the same way (a fraction gets 400 with
 	 *        the reason)
 	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
+	 * @param plan the plan to retune (contract revision 3, "Plans"), or {@code null} for the bucket itself
 	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
 	 *         would reject; 503 with the reason when the bucket's backend does not answer
 	 */
 	@WriteOperation
 	public WebEndpointResponse<Object> update(@Selector String name, @Nullable Object rate,
-			@Nullable Object limit, @Nullable String mode) {
+			@Nullable Object limit, @Nullable String mode, @Nullable String plan) {
 		if (this.endpoint.bucket(name) == null) {
 			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
 		}
 		try {
-			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit, mode));
+			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit, mode, plan));
 		}
 		catch (InvalidEndpointRequestException ex) {
 			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());
