@@ -148,20 +148,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		}
 		RateLimitProperties.Redis redis = bucket.getRedis();
 		checkRedis(name, redis, at);
-		Long limit = bucket.getLimit();
 		if (type == BucketType.HYBRID) {
-			if (bucket.getInitial() != null) {
-				throw RateLimitConfigurationException.wrongType(name, at + "initial", type.value(), "shared");
-			}
-			if (bucket.getCappedRelease() != null) {
-				throw RateLimitConfigurationException.wrongType(name, at + "capped-release", type.value(), "shared");
-			}
-			if (backend != Backend.LOCAL) {
-				throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
-						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
-			}
-			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, bucket.getBurstRatio(),
-					bucket.getMaxBacklog(), keysMax(name, bucket, at));
+			return hybrid(name, bucket, backend, exact, maxWait, at);
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, at + "burst-ratio", type.value(), "hybrid");
@@ -169,6 +157,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		if (bucket.getMaxBacklog() != null) {
 			throw RateLimitConfigurationException.wrongType(name, at + "max-backlog", type.value(), "hybrid");
 		}
+		Long limit = bucket.getLimit();
 		if (backend != Backend.LOCAL && bucket.getInitial() != null) {
 			throw RateLimitConfigurationException.invalidProperty(name, at + "initial", bucket.getInitial(),
 					"nothing: a bucket on Redis is shared by every instance and starts full; remove it");
@@ -348,6 +337,24 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	/** Checks a quota: what it refuses, what it needs, the zone's default. */
+	/** The rest of {@link #of}'s checks for a pacer ({@code type: hybrid}), whose rate and max-wait are checked. */
+	private static Hybrid hybrid(String name, RateLimitProperties.Bucket bucket, Backend backend, Rate exact,
+			Duration maxWait, String at) {
+		String type = BucketType.HYBRID.value();
+		if (bucket.getInitial() != null) {
+			throw RateLimitConfigurationException.wrongType(name, at + "initial", type, "shared");
+		}
+		if (bucket.getCappedRelease() != null) {
+			throw RateLimitConfigurationException.wrongType(name, at + "capped-release", type, "shared");
+		}
+		if (backend != Backend.LOCAL) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
+					"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
+		}
+		return new Hybrid(name, bucket.getRate(), bucket.getPeriod(), exact, bucket.getLimit(), maxWait,
+				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at));
+	}
+
 	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend, String at) {
 		refuseOnQuota(name, at + "rate", bucket.getRate() != null);
 		refuseOnQuota(name, at + "period", bucket.isPeriodSet());

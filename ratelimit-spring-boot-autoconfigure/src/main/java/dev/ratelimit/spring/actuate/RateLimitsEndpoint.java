@@ -98,8 +98,9 @@ public class RateLimitsEndpoint {
 		if (bucket == null || bucket.keys() == 0) {
 			return null;
 		}
-		KeyedBuckets.Entry entry = bucket.keyed().findEntry(String.join("/", key));
-		return (entry != null) ? BucketView.of(bucket, entry.limiter(), 0, entry.plan()) : null;
+		String whole = String.join("/", key);
+		KeyedBuckets.Entry entry = bucket.keyed().findEntry(whole);
+		return (entry != null) ? BucketView.of(bucket, entry.limiter(), 0, whole, entry.plan()) : null;
 	}
 
 	/**
