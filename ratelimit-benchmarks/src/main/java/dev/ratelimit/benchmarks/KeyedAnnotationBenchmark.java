@@ -12,6 +12,7 @@ import com.giffing.bucket4j.spring.boot.starter.context.RateLimiting;
 import dev.ratelimit.annotation.RateLimited;
 import javax.cache.configuration.MutableConfiguration;
 import dev.ratelimit.spring.KeyedBuckets;
+import dev.ratelimit.spring.RateLimitPlanResolver;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import io.github.bucket4j.Bandwidth;
@@ -58,6 +59,10 @@ import org.springframework.core.env.MapPropertySource;
  * And, to compare like with like against the hand-rolled map, {@link #keyedWithoutProxy}: the same
  * per-key buckets the keyed call uses (bounded by {@code keys.max}, dropped when idle), pinned and taken
  * from directly, without the Spring proxy that every annotated call pays.
+ * And {@link #keyedWithPlanResolver} (issue #34, contract revision 3, "Plans"): the keyed call on a bucket
+ * with plans whose plan comes from a {@link RateLimitPlanResolver} bean (half the keys on {@code pro},
+ * half on the template), against {@link #keyed} on a bucket without plans; issue #34 asks at most 1.25x at
+ * 1,000 keys.
  * Buckets no caller exhausts, so every call is granted.
  */
 @BenchmarkMode(Mode.AverageTime)
@@ -91,8 +96,11 @@ public class KeyedAnnotationBenchmark {
 			.getPropertySources()
 			.addFirst(new MapPropertySource("bench",
 					Map.of("ratelimit.buckets.bench.rate", "1000000000", "ratelimit.buckets.bench.limit", "1000000000",
-							"ratelimit.buckets.bench.keys.max", "10000")));
-		this.context.register(RateLimitAutoConfiguration.class, Work.class);
+							"ratelimit.buckets.bench.keys.max", "10000", "ratelimit.buckets.planned.rate", "1000000000",
+							"ratelimit.buckets.planned.limit", "1000000000", "ratelimit.buckets.planned.keys.max", "10000",
+							"ratelimit.buckets.planned.plans.pro.rate", "1000000000",
+							"ratelimit.buckets.planned.plans.pro.limit", "1000000000")));
+		this.context.register(RateLimitAutoConfiguration.class, Work.class, Plans.class);
 		this.context.refresh();
 		this.proxied = this.context.getBean(Work.class);
 		this.keyedBuckets = this.context.getBean(RateLimiterRegistry.class).get("bench").keyed();
@@ -127,6 +135,11 @@ public class KeyedAnnotationBenchmark {
 	@Benchmark
 	public long keyed(Keys keys) {
 		return this.proxied.keyed(keys.next(this.keys));
+	}
+
+	@Benchmark
+	public long keyedWithPlanResolver(Keys keys) {
+		return this.proxied.keyedPlanned(keys.next(this.keys));
 	}
 
 	@Benchmark
@@ -225,6 +238,16 @@ public class KeyedAnnotationBenchmark {
 		}
 	}
 
+	/** The plan resolver of {@link #keyedWithPlanResolver}: answers from memory, even keys on pro. */
+	@Configuration(proxyBeanMethods = false)
+	public static class Plans {
+
+		@Bean
+		RateLimitPlanResolver planResolver() {
+			return (bucket, key) -> ((((Long) key) & 1) == 0) ? "pro" : null;
+		}
+	}
+
 	/** The guarded work: returns its argument. */
 	public static class Work {
 
@@ -235,6 +258,11 @@ public class KeyedAnnotationBenchmark {
 
 		@RateLimited(value = "bench", key = "#user")
 		public long keyed(long user) {
+			return user;
+		}
+
+		@RateLimited(value = "planned", key = "#user")
+		public long keyedPlanned(long user) {
 			return user;
 		}
 	}

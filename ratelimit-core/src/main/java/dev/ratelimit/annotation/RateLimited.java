@@ -70,6 +70,19 @@ public @interface RateLimited {
 	String key() default "";
 
 	/**
+	 * The key's plan (contract revision 3, "Plans"), for a bucket with {@code plans}: a SpEL expression
+	 * over the method's parameters ({@code "#account.plan()"}), evaluated with the key before the call
+	 * takes its tokens, giving the plan's name. The key's bucket takes that plan's settings at once (an
+	 * upgrade keeps the key's tokens, not above the new limit); {@code null}, {@code ""} or a name that
+	 * is not a plan of the bucket gives the bucket's own settings. An expression that fails fails the
+	 * call with {@link IllegalArgumentException}; the method does not run. Needs {@link #key()}. Empty
+	 * (the default): the application's {@code RateLimitPlanResolver} bean decides, if it defines one.
+	 *
+	 * @return the plan expression, or empty for none
+	 */
+	String plan() default "";
+
+	/**
 	 * The method called instead when, and only when, the call is refused (contract revision 2): the
 	 * name of a method of the same bean with the same parameters, optionally followed by one
 	 * {@code RateLimitExceededException}, returning what the method returns (for

@@ -110,54 +110,104 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @throws RateLimitConfigurationException naming the bucket, the property and the accepted values
 	 */
 	static BucketDefinition of(String name, RateLimitProperties.Bucket bucket) {
+		return of(name, bucket, "");
+	}
+
+	/**
+	 * Checks and resolves one configured bucket, or one plan of it merged with it.
+	 *
+	 * @param at where its properties are, relative to the bucket ({@code ""}, or {@code plans.<plan>.})
+	 */
+	private static BucketDefinition of(String name, RateLimitProperties.Bucket bucket, String at) {
 		BucketType type = bucket.getType();
 		if (type == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "type", null, TYPES_ACCEPTED);
+			throw RateLimitConfigurationException.invalidProperty(name, at + "type", null, TYPES_ACCEPTED);
 		}
 		Backend backend = bucket.getBackend();
 		if (backend == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "backend", null, "local or redis");
+			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", null, "local or redis");
 		}
 		if (type == BucketType.QUOTA) {
-			return quota(name, bucket, backend);
+			return quota(name, bucket, backend, at);
 		}
 		if (bucket.getCalendar() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "calendar", type.value(), "quota");
+			throw RateLimitConfigurationException.wrongType(name, at + "calendar", type.value(), "quota");
 		}
 		if (bucket.getZone() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "zone", type.value(), "quota");
+			throw RateLimitConfigurationException.wrongType(name, at + "zone", type.value(), "quota");
 		}
 		if (bucket.getRate() == null) {
-			throw RateLimitConfigurationException.missingProperty(name, "rate", RATE_ACCEPTED);
+			throw RateLimitConfigurationException.missingProperty(name, at + "rate", RATE_ACCEPTED);
 		}
 		Duration period = bucket.getPeriod();
-		Rate exact = resolveRate(name, bucket.getRate(), period);
+		Rate exact = resolveRate(name, bucket.getRate(), period, at);
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
-			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
+			throw RateLimitConfigurationException.invalidProperty(name, at + "max-wait", maxWait,
 					CoreArguments.accepted("max-wait"));
 		}
 		RateLimitProperties.Redis redis = bucket.getRedis();
-		checkRedis(name, redis);
+		checkRedis(name, redis, at);
 		if (type == BucketType.HYBRID) {
-			return hybrid(name, bucket, backend, exact, maxWait);
+			return hybrid(name, bucket, backend, exact, maxWait, at);
 		}
 		if (bucket.getBurstRatio() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
+			throw RateLimitConfigurationException.wrongType(name, at + "burst-ratio", type.value(), "hybrid");
 		}
 		if (bucket.getMaxBacklog() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "max-backlog", type.value(), "hybrid");
+			throw RateLimitConfigurationException.wrongType(name, at + "max-backlog", type.value(), "hybrid");
 		}
 		Long limit = bucket.getLimit();
 		if (backend != Backend.LOCAL && bucket.getInitial() != null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
+			throw RateLimitConfigurationException.invalidProperty(name, at + "initial", bucket.getInitial(),
 					"nothing: a bucket on Redis is shared by every instance and starts full; remove it");
 		}
 		long resolvedLimit = (limit != null) ? limit : defaultLimit(bucket.getRate());
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
-				redis, keysMax(name, bucket));
+				redis, keysMax(name, bucket, at));
+	}
+
+	/**
+	 * Checks and resolves one plan of a bucket (contract revision 3, "Plans"): the bucket's properties,
+	 * with the plan's where it sets them, and without {@code initial} (a key's bucket starts full). A
+	 * plan's {@code limit} left unset is the bucket's when the bucket sets one, else one period of the
+	 * plan's rate. Errors name the plan's property ({@code ratelimit.buckets.api.plans.pro.rate}).
+	 *
+	 * @param name the bucket name
+	 * @param bucket the bucket's bound properties (the template)
+	 * @param plan the plan's name
+	 * @param settings the plan's bound properties
+	 * @return the plan's definition, named after the bucket
+	 * @throws RateLimitConfigurationException naming the bucket, the plan's property and the accepted values
+	 */
+	static BucketDefinition plan(String name, RateLimitProperties.Bucket bucket, String plan,
+			RateLimitProperties.Plan settings) {
+		RateLimitProperties.Bucket merged = new RateLimitProperties.Bucket();
+		merged.setType(bucket.getType());
+		merged.setBackend(bucket.getBackend());
+		merged.setMode(bucket.getMode());
+		merged.setRate((settings.getRate() != null) ? settings.getRate() : bucket.getRate());
+		if (settings.getPeriod() != null) {
+			merged.setPeriod(settings.getPeriod());
+		}
+		else if (bucket.isPeriodSet()) {
+			merged.setPeriod(bucket.getPeriod());
+		}
+		merged.setLimit((settings.getLimit() != null) ? settings.getLimit() : bucket.getLimit());
+		merged.setCappedRelease(bucket.getCappedRelease());
+		merged.setMaxWait((settings.getMaxWait() != null) ? settings.getMaxWait() : bucket.getMaxWait());
+		merged.setBurstRatio((settings.getBurstRatio() != null) ? settings.getBurstRatio() : bucket.getBurstRatio());
+		merged.setMaxBacklog(bucket.getMaxBacklog());
+		merged.setCalendar(bucket.getCalendar());
+		merged.setZone(bucket.getZone());
+		merged.getKeys().setMax(bucket.getKeys().getMax());
+		merged.getRedis().setKeyPrefix(bucket.getRedis().getKeyPrefix());
+		merged.getRedis().setTimeout(bucket.getRedis().getTimeout());
+		merged.getRedis().setOnFailure(bucket.getRedis().getOnFailure());
+		merged.getRedis().setLease(bucket.getRedis().getLease());
+		return of(name, merged, "plans." + plan + ".");
 	}
 
 	/**
@@ -289,48 +339,48 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	/** Checks a quota: what it refuses, what it needs, the zone's default. */
 	/** The rest of {@link #of}'s checks for a pacer ({@code type: hybrid}), whose rate and max-wait are checked. */
 	private static Hybrid hybrid(String name, RateLimitProperties.Bucket bucket, Backend backend, Rate exact,
-			Duration maxWait) {
+			Duration maxWait, String at) {
 		String type = BucketType.HYBRID.value();
 		if (bucket.getInitial() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "initial", type, "shared");
+			throw RateLimitConfigurationException.wrongType(name, at + "initial", type, "shared");
 		}
 		if (bucket.getCappedRelease() != null) {
-			throw RateLimitConfigurationException.wrongType(name, "capped-release", type, "shared");
+			throw RateLimitConfigurationException.wrongType(name, at + "capped-release", type, "shared");
 		}
 		if (backend != Backend.LOCAL) {
-			throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
+			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
 					"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 		}
 		return new Hybrid(name, bucket.getRate(), bucket.getPeriod(), exact, bucket.getLimit(), maxWait,
-				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket));
+				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at));
 	}
 
-	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend) {
-		refuseOnQuota(name, "rate", bucket.getRate() != null);
-		refuseOnQuota(name, "period", bucket.isPeriodSet());
-		refuseOnQuota(name, "initial", bucket.getInitial() != null);
-		refuseOnQuota(name, "capped-release", bucket.getCappedRelease() != null);
-		refuseOnQuota(name, "burst-ratio", bucket.getBurstRatio() != null);
-		refuseOnQuota(name, "max-backlog", bucket.getMaxBacklog() != null);
+	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend, String at) {
+		refuseOnQuota(name, at + "rate", bucket.getRate() != null);
+		refuseOnQuota(name, at + "period", bucket.isPeriodSet());
+		refuseOnQuota(name, at + "initial", bucket.getInitial() != null);
+		refuseOnQuota(name, at + "capped-release", bucket.getCappedRelease() != null);
+		refuseOnQuota(name, at + "burst-ratio", bucket.getBurstRatio() != null);
+		refuseOnQuota(name, at + "max-backlog", bucket.getMaxBacklog() != null);
 		if (backend != Backend.LOCAL) {
-			throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
+			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
 					"local: a quota runs in this JVM (a quota on redis is not available yet)");
 		}
 		if (bucket.getLimit() == null) {
-			throw RateLimitConfigurationException.missingProperty(name, "limit",
+			throw RateLimitConfigurationException.missingProperty(name, at + "limit",
 					"the tokens of each calendar period, a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
 		}
-		long limit = checkedQuotaLimit(name, bucket.getLimit());
+		long limit = checkedQuotaLimit(name, bucket.getLimit(), at);
 		if (bucket.getCalendar() == null) {
-			throw RateLimitConfigurationException.missingProperty(name, "calendar", CALENDAR_ACCEPTED);
+			throw RateLimitConfigurationException.missingProperty(name, at + "calendar", CALENDAR_ACCEPTED);
 		}
 		Duration maxWait = bucket.getMaxWait();
 		if (maxWait == null || maxWait.isNegative()) {
-			throw RateLimitConfigurationException.invalidProperty(name, "max-wait", maxWait,
+			throw RateLimitConfigurationException.invalidProperty(name, at + "max-wait", maxWait,
 					"a duration >= 0, e.g. 0, 100ms or 2s");
 		}
 		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
-		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket));
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at));
 	}
 
 	private static void refuseOnQuota(String name, String property, boolean set) {
@@ -340,27 +390,31 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	private static long checkedQuotaLimit(String name, long limit) {
+		return checkedQuotaLimit(name, limit, "");
+	}
+
+	private static long checkedQuotaLimit(String name, long limit, String at) {
 		if (limit < 1 || limit > CalendarQuota.MAX_LIMIT) {
-			throw RateLimitConfigurationException.invalidProperty(name, "limit", limit,
+			throw RateLimitConfigurationException.invalidProperty(name, at + "limit", limit,
 					"a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
 		}
 		return limit;
 	}
 
-	private static void checkRedis(String name, RateLimitProperties.Redis redis) {
+	private static void checkRedis(String name, RateLimitProperties.Redis redis, String at) {
 		if (redis.getOnFailure() == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "redis.on-failure", null, "allow, deny or local");
+			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.on-failure", null, "allow, deny or local");
 		}
 		if (redis.getKeyPrefix() == null) {
-			throw RateLimitConfigurationException.invalidProperty(name, "redis.key-prefix", null,
+			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.key-prefix", null,
 					"a string (may be empty)");
 		}
 	}
 
-	private static int keysMax(String name, RateLimitProperties.Bucket bucket) {
+	private static int keysMax(String name, RateLimitProperties.Bucket bucket, String at) {
 		int max = bucket.getKeys().getMax();
 		if (max < 1) {
-			throw RateLimitConfigurationException.invalidProperty(name, "keys.max", max, CoreArguments.accepted("keys.max"));
+			throw RateLimitConfigurationException.invalidProperty(name, at + "keys.max", max, CoreArguments.accepted("keys.max"));
 		}
 		return max;
 	}
@@ -378,18 +432,22 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * the bucket and the property.
 	 */
 	private static Rate resolveRate(String name, @Nullable BigDecimal rate, Duration period) {
+		return resolveRate(name, rate, period, "");
+	}
+
+	private static Rate resolveRate(String name, @Nullable BigDecimal rate, Duration period, String at) {
 		if (rate == null || rate.signum() <= 0) {
-			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate, RATE_ACCEPTED);
+			throw RateLimitConfigurationException.invalidProperty(name, at + "rate", rate, RATE_ACCEPTED);
 		}
 		try {
 			return Rate.of(rate, period);
 		}
 		catch (IllegalArgumentException ex) {
 			if (ex instanceof InvalidArgumentException invalid && invalid.argument().equals("period")) {
-				throw RateLimitConfigurationException.invalidProperty(name, "period", period,
+				throw RateLimitConfigurationException.invalidProperty(name, at + "period", period,
 						CoreArguments.accepted("period"));
 			}
-			throw RateLimitConfigurationException.invalidProperty(name, "rate", rate,
+			throw RateLimitConfigurationException.invalidProperty(name, at + "rate", rate,
 					RATE_ACCEPTED + " with fewer digits: " + ex.getMessage());
 		}
 	}

@@ -16,6 +16,9 @@ public final class BucketDefinitions {
 
 	private final Map<String, BucketMode> modes;
 
+	/** Each bucket's plans, by plan name in configuration order; only buckets with plans. */
+	private final Map<String, Map<String, BucketDefinition>> plans;
+
 	private final boolean allShadow;
 
 	BucketDefinitions(Map<String, BucketDefinition> definitions) {
@@ -23,9 +26,17 @@ public final class BucketDefinitions {
 	}
 
 	BucketDefinitions(Map<String, BucketDefinition> definitions, Map<String, BucketMode> modes, boolean allShadow) {
+		this(definitions, modes, allShadow, Map.of());
+	}
+
+	BucketDefinitions(Map<String, BucketDefinition> definitions, Map<String, BucketMode> modes, boolean allShadow,
+			Map<String, Map<String, BucketDefinition>> plans) {
 		this.definitions = Collections.unmodifiableMap(new LinkedHashMap<>(definitions));
 		this.modes = Map.copyOf(modes);
 		this.allShadow = allShadow;
+		Map<String, Map<String, BucketDefinition>> copy = new LinkedHashMap<>();
+		plans.forEach((name, byPlan) -> copy.put(name, Collections.unmodifiableMap(new LinkedHashMap<>(byPlan))));
+		this.plans = Collections.unmodifiableMap(copy);
 	}
 
 	/**
@@ -57,23 +68,87 @@ public final class BucketDefinitions {
 			List<RateLimitConfigurationException> errors) {
 		Map<String, BucketDefinition> definitions = new LinkedHashMap<>();
 		Map<String, BucketMode> modes = new LinkedHashMap<>();
+		Map<String, Map<String, BucketDefinition>> plans = new LinkedHashMap<>();
 		properties.getBuckets().forEach((name, bucket) -> {
 			if (skipped.contains(name)) {
 				return;
 			}
+			BucketDefinition definition;
 			try {
-				BucketDefinition definition = BucketDefinition.of(name, bucket);
+				definition = BucketDefinition.of(name, bucket);
 				if (bucket.getMode() == null) {
 					throw RateLimitConfigurationException.invalidProperty(name, "mode", null, "enforce or shadow");
 				}
-				definitions.put(name, definition);
-				modes.put(name, bucket.getMode());
+			}
+			catch (RateLimitConfigurationException ex) {
+				errors.add(ex);
+				return;
+			}
+			int before = errors.size();
+			Map<String, BucketDefinition> byPlan = plans(name, bucket, definition, errors);
+			if (errors.size() > before) {
+				return;
+			}
+			definitions.put(name, definition);
+			modes.put(name, bucket.getMode());
+			if (!byPlan.isEmpty()) {
+				plans.put(name, byPlan);
+			}
+		});
+		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW, plans);
+	}
+
+	/**
+	 * Checks and resolves a bucket's plans (contract revision 3, "Plans"), every plan's error gathered.
+	 * Plans of a bucket on Redis are refused: a Redis key's bucket keeps its settings with the bucket, for
+	 * every instance, and has no place for a plan's yet.
+	 */
+	private static Map<String, BucketDefinition> plans(String name, RateLimitProperties.Bucket bucket,
+			BucketDefinition template, List<RateLimitConfigurationException> errors) {
+		Map<String, BucketDefinition> byPlan = new LinkedHashMap<>();
+		if (bucket.getPlans().isEmpty()) {
+			return byPlan;
+		}
+		if (template.backend() != Backend.LOCAL) {
+			errors.add(new RateLimitConfigurationException("Bucket '" + name + "' has plans ("
+					+ String.join(", ", bucket.getPlans().keySet()) + ") and backend " + template.backend().value()
+					+ ": plans are not available yet on Redis.",
+					"Remove ratelimit.buckets." + name + ".plans, or set ratelimit.buckets." + name
+							+ ".backend to local (a bucket in this JVM)."));
+			return byPlan;
+		}
+		if (template instanceof BucketDefinition.Hybrid hybrid && hybrid.limit() == null) {
+			errors.add(new RateLimitConfigurationException("Bucket '" + name + "' is of type hybrid and has plans, but"
+					+ " no limit: a key that leaves a plan goes back to the bucket's limit, which must be set.",
+					"Set ratelimit.buckets." + name + ".limit (the active pool in operations, e.g. 2)."));
+			return byPlan;
+		}
+		bucket.getPlans().forEach((plan, settings) -> {
+			if (plan.isBlank()) {
+				errors.add(new RateLimitConfigurationException("Bucket '" + name + "' has a plan without a name.",
+						"Name each plan under ratelimit.buckets." + name + ".plans, e.g. plans.pro.rate."));
+				return;
+			}
+			try {
+				byPlan.put(plan, BucketDefinition.plan(name, bucket, plan, (settings != null) ? settings
+						: new RateLimitProperties.Plan()));
 			}
 			catch (RateLimitConfigurationException ex) {
 				errors.add(ex);
 			}
 		});
-		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW);
+		return byPlan;
+	}
+
+	/**
+	 * A bucket's plans (contract revision 3, "Plans"), each resolved with the bucket's settings where it
+	 * sets none.
+	 *
+	 * @param name the bucket name
+	 * @return the plans by name, in configuration order; empty for a bucket without plans
+	 */
+	public Map<String, BucketDefinition> plans(String name) {
+		return this.plans.getOrDefault(name, Map.of());
 	}
 
 	/**

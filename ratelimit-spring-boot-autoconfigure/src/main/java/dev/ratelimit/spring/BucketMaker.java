@@ -87,6 +87,14 @@ final class BucketMaker {
 		return source;
 	}
 
+	/**
+	 * The application's plan resolver (contract revision 3, "Plans"), or {@code null} when it defines
+	 * none.
+	 */
+	@Nullable RateLimitPlanResolver planResolver() {
+		return this.beanFactory.getBeanProvider(RateLimitPlanResolver.class).getIfAvailable();
+	}
+
 	private List<BucketBackend> backends() {
 		List<BucketBackend> found = this.backends;
 		if (found == null) {

@@ -47,6 +47,29 @@ final class BucketPropertyChecks {
 			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
 			"redis.on-failure", "redis.lease", "keys.max", "mode");
 
+	/**
+	 * Every property a plan takes, relative to {@code ratelimit.buckets.<name>.plans.<plan>} (contract
+	 * revision 3, "Plans"): what a key's bucket can change when its plan changes, keeping its tokens.
+	 */
+	static final List<String> PLAN_KNOWN = List.of("rate", "period", "limit", "max-wait", "burst-ratio");
+
+	/** Why a bucket property is not one of a plan's. */
+	private static final Map<String, String> NOT_IN_PLAN = Map.ofEntries(
+			Map.entry("type", "every key of a bucket has the bucket's type"),
+			Map.entry("backend", "every key of a bucket lives where the bucket does"),
+			Map.entry("keys.max", "the keys of every plan share the bucket's key store"),
+			Map.entry("initial", "a key's bucket starts full"),
+			Map.entry("capped-release", "a key keeps its bucket when its plan changes, and a bucket cannot turn capped"
+					+ " release on or off with tokens in flight"),
+			Map.entry("max-backlog", "a key keeps its bucket when its plan changes, and a pacer keeps its backlog bound"),
+			Map.entry("calendar", "a key keeps its quota when its plan changes, and a quota keeps its calendar"),
+			Map.entry("zone", "a key keeps its quota when its plan changes, and a quota keeps its calendar's zone"),
+			Map.entry("mode", "shadow mode is the bucket's, for every key"),
+			Map.entry("redis.key-prefix", "plans are not available yet on Redis"),
+			Map.entry("redis.timeout", "plans are not available yet on Redis"),
+			Map.entry("redis.on-failure", "plans are not available yet on Redis"),
+			Map.entry("redis.lease", "plans are not available yet on Redis"));
+
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
 			"redis.lease");
 
@@ -113,7 +136,7 @@ final class BucketPropertyChecks {
 	static final List<String> KNOWN_OUTSIDE_BUCKETS = List.of("enabled", "mode", "interceptor-order",
 			"health.backend-down-status", "executor.max-threads", "executor.virtual-threads",
 			"executor.propagate-context", "web.headers", "web.expose-key", "web.rules.paths", "web.rules.methods",
-			"web.rules.bucket", "web.rules.key", "web.rules.cost", "clients.listen", "clients.max-pause",
+			"web.rules.bucket", "web.rules.key", "web.rules.plan", "web.rules.cost", "clients.listen", "clients.max-pause",
 			"clients.rules.hosts", "clients.rules.paths", "clients.rules.methods", "clients.rules.bucket",
 			"clients.rules.key", "clients.rules.cost");
 
@@ -146,6 +169,7 @@ final class BucketPropertyChecks {
 	static Map<String, Class<?>> checkedTypes() {
 		Map<String, Class<?>> types = new TreeMap<>();
 		TYPED.forEach((name, typed) -> types.put(name, typed.type()));
+		PLAN_KNOWN.forEach((name) -> types.put("plans.*." + name, TYPED.get(name).type()));
 		return types;
 	}
 
@@ -328,11 +352,59 @@ final class BucketPropertyChecks {
 		String bucket = name.getElement(first, Form.ORIGINAL);
 		ConfigurationProperty found = source.getConfigurationProperty(name);
 		String origin = origin(found);
+		if ("plans".equals(name.getElement(first + 1, Form.UNIFORM))) {
+			checkPlan(bucket, name, found, origin, conversion);
+			return;
+		}
 		String property = known(relative(name, first + 1, Form.UNIFORM), KNOWN);
 		if (property == null) {
 			String written = relative(name, first + 1, Form.DASHED);
 			throw RateLimitConfigurationException.unknownProperty(bucket, written, origin, closest(written), KNOWN);
 		}
+		checkValue(bucket, property, property, name, found, origin, conversion);
+	}
+
+	/**
+	 * A property of a plan ({@code ratelimit.buckets.<name>.plans.<plan>.<property>}, contract revision 3):
+	 * one a plan takes, with a value as the bucket's own property would be checked; a bucket property a
+	 * plan does not take says why.
+	 */
+	private static void checkPlan(String bucket, ConfigurationPropertyName name, @Nullable ConfigurationProperty found,
+			String origin, Conversion conversion) {
+		int first = BUCKETS.getNumberOfElements();
+		if (name.getNumberOfElements() <= first + 3) {
+			String written = relative(name, first + 1, Form.DASHED);
+			throw new RateLimitConfigurationException("Bucket '" + bucket + "': ratelimit.buckets." + bucket + "."
+					+ written + origin + " is not a plan's property.",
+					"Give each plan its settings by name, e.g. ratelimit.buckets." + bucket
+							+ ".plans.pro.rate; a plan takes " + String.join(", ", PLAN_KNOWN) + ".");
+		}
+		String plan = name.getElement(first + 2, Form.ORIGINAL);
+		String at = "plans." + plan + ".";
+		String property = known(relative(name, first + 3, Form.UNIFORM), KNOWN);
+		if (property == null) {
+			String written = relative(name, first + 3, Form.DASHED);
+			throw RateLimitConfigurationException.unknownProperty(bucket, at + written, origin,
+					at + ClosestName.of(written, PLAN_KNOWN), PLAN_KNOWN);
+		}
+		if (!PLAN_KNOWN.contains(property)) {
+			throw new RateLimitConfigurationException("Bucket '" + bucket + "': ratelimit.buckets." + bucket + "." + at
+					+ property + origin + " is not accepted in a plan: " + NOT_IN_PLAN.get(property) + ".",
+					"Remove it from plan '" + plan + "'" + ("initial".equals(property) ? "" : ", or set it on the bucket"
+							+ " itself (ratelimit.buckets." + bucket + "." + property + ")") + ". A plan takes "
+							+ String.join(", ", PLAN_KNOWN) + ".");
+		}
+		checkValue(bucket, property, at + property, name, found, origin, conversion);
+	}
+
+	/**
+	 * The value of a known bucket property, as binding would read it.
+	 *
+	 * @param property the property, as the checks know it
+	 * @param shown the property as the messages name it, relative to the bucket
+	 */
+	private static void checkValue(String bucket, String property, String shown, ConfigurationPropertyName name,
+			@Nullable ConfigurationProperty found, String origin, Conversion conversion) {
 		Object value = (found != null) ? found.getValue() : null;
 		if (value == null || conversion.overridden(name)) {
 			return;
@@ -340,22 +412,22 @@ final class BucketPropertyChecks {
 		String text = conversion.resolved(value);
 		Map.Entry<Set<String>, String> choices = CHOICES.get(property);
 		if (choices != null && !choices.getKey().contains(enumValue(text))) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin, choices.getValue());
+			throw RateLimitConfigurationException.invalidProperty(bucket, shown, text, origin, choices.getValue());
 		}
 		if (DURATIONS.contains(property) && WHOLE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).signum() != 0) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
+			throw RateLimitConfigurationException.invalidProperty(bucket, shown, text, origin,
 					"a duration with a unit, e.g. " + text.trim() + "ms or " + text.trim() + "s (a bare number has no"
 							+ " unit" + ("max-wait".equals(property) ? "; 0 alone is accepted and means zero)" : ")"));
 		}
 		if (WHOLE_NUMBERS.contains(property) && BARE_NUMBER.matcher(text).matches()
 				&& new BigDecimal(text.trim()).stripTrailingZeros().scale() > 0) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin,
+			throw RateLimitConfigurationException.invalidProperty(bucket, shown, text, origin,
 					"a whole number (a fractional " + property + " is not rounded)");
 		}
 		Typed typed = TYPED.get(property);
 		if (typed != null && conversion.fails(name, typed.type())) {
-			throw RateLimitConfigurationException.invalidProperty(bucket, property, text, origin, typed.accepted());
+			throw RateLimitConfigurationException.invalidProperty(bucket, shown, text, origin, typed.accepted());
 		}
 	}
 

@@ -3,10 +3,14 @@ package dev.ratelimit.spring;
 import java.math.BigDecimal;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.function.Consumer;
 import java.util.function.ToLongFunction;
 
+import dev.ratelimit.core.HybridRateLimiter;
 import dev.ratelimit.core.RateLimiter;
 import org.jspecify.annotations.Nullable;
 
@@ -29,11 +33,20 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	private final BucketStats stats;
 
+	/** The plans' settings in force, by name in configuration order (retunes replace the map); empty without plans. */
+	private volatile Map<String, BucketDefinition> plans;
+
 	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats) {
+		this(definition, limiter, maker, stats, Map.of());
+	}
+
+	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats,
+			Map<String, BucketDefinition> plans) {
 		this.definition = definition;
 		this.limiter = limiter;
 		this.maker = maker;
 		this.stats = stats;
+		this.plans = Collections.unmodifiableMap(new LinkedHashMap<>(plans));
 	}
 
 	@Override
@@ -67,13 +80,91 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
-		return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
-				this::bringUpToDate);
+		if (this.plans.isEmpty()) {
+			return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
+					this::bringUpToDate);
+		}
+		Map<String, @Nullable Duration> maxWaits = new LinkedHashMap<>();
+		this.plans.forEach((plan, settings) -> maxWaits.put(plan, settings.maxWait()));
+		return new KeyedBuckets(template.keysMax(), new KeyedBuckets.Maker() {
+
+			@Override
+			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
+				return make.createForKey(settingsOf(plan), key);
+			}
+
+			@Override
+			public void follow(@Nullable String plan, RateLimiter bucket) {
+				BucketDefinition settings = settingsOf(plan);
+				bringUpToDate(bucket, settings);
+				if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
+					pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
+				}
+			}
+		}, maxWaits);
+	}
+
+	/** The pacer's burst ratio when none is configured (the core's default). */
+	private static final double DEFAULT_BURST_RATIO = 1.1;
+
+	/** The settings in force of a plan, or of the template for {@code null} (or a plan no longer known). */
+	private BucketDefinition settingsOf(@Nullable String plan) {
+		BucketDefinition settings = (plan != null) ? this.plans.get(plan) : null;
+		return (settings != null) ? settings : this.definition;
+	}
+
+	@Override
+	public Map<String, BucketDefinition> plans() {
+		return this.plans;
+	}
+
+	@Override
+	public @Nullable RateLimitPlanResolver planResolver() {
+		return (this.plans.isEmpty() || this.maker == null) ? null : this.maker.planResolver();
+	}
+
+	/**
+	 * Retunes one plan (contract revision 3, "Plans"): its settings change, and every key's bucket on
+	 * that plan takes them at once, as a template's retune does for the keys on the template (K5). The
+	 * new settings are checked as the configuration checks them, by making a bucket with them; a
+	 * refusal changes nothing.
+	 */
+	@Override
+	public synchronized void update(String plan, @Nullable BigDecimal rate, @Nullable Long limit) {
+		BucketDefinition current = this.plans.get(plan);
+		if (current == null) {
+			throw new IllegalArgumentException("Bucket '" + name() + "' has no plan '" + plan + "'; "
+					+ (this.plans.isEmpty() ? "it has no plans" : "its plans are " + String.join(", ", this.plans.keySet())));
+		}
+		BucketDefinition next;
+		try {
+			next = current.withRateAndLimit(rate, limit);
+			if (this.maker != null) {
+				this.maker.createForKey(next, null); // the builder checks the settings together
+			}
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("Plan '" + plan + "' of bucket '" + name() + "': " + ex.getMessage(), ex);
+		}
+		Map<String, BucketDefinition> changed = new LinkedHashMap<>(this.plans);
+		changed.put(plan, next);
+		this.plans = Collections.unmodifiableMap(changed);
+		KeyedBuckets keys = this.keyed;
+		if (keys != null) {
+			keys.retuned(plan);
+		}
 	}
 
 	/** Brings a key's bucket made from an older definition to the template's settings (K4). */
 	private void bringUpToDate(RateLimiter bucket) {
-		BucketDefinition current = this.definition;
+		bringUpToDate(bucket, this.definition);
+	}
+
+	/**
+	 * Brings a key's bucket to {@code current}'s settings, as a retune does: the rate first (the time
+	 * that passed counts at the old rate), then the limit (tokens above it are dropped).
+	 */
+	private static void bringUpToDate(RateLimiter bucket, BucketDefinition current) {
 		if (current instanceof BucketDefinition.Quota quota) {
 			bucket.updateLimit(quota.limit()); // (a quota has no rate)
 			return;

@@ -2,7 +2,10 @@ package dev.ratelimit.spring;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.time.Duration;
+import java.util.HashMap;
 import java.util.Iterator;
+import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.LongAdder;
@@ -48,7 +51,17 @@ import org.jspecify.annotations.Nullable;
  * and expire when full (see the {@code ratelimit-redis} README). So a key's bucket that this map
  * drops, or that another instance made, comes back with the retune, and the catch-up here only tells
  * such a bucket to follow its template.</li>
- * <li>K5, a reset drops the keys (contract revision 3): every key's bucket and the overflow bucket are
+ * <li>K5, plans (contract revision 3, "Plans"): a bucket with plans gives each key the settings of the
+ * plan its call names ({@link PlannedKey}); {@code null}, {@code ""} or a name that is not a plan gets
+ * the template's. An entry remembers the plan it follows and the generation of that plan's settings; a
+ * call that names another plan, or finds its plan retuned since, brings the bucket to the plan's settings
+ * under the pin, before it takes its tokens: the rate first (the time that passed counts at the old rate),
+ * then the limit (tokens above it are dropped), as a retune does. A retune of one plan moves that plan's
+ * generation and applies its settings at once to every live key on it, and to no other. One map lookup
+ * per call finds the plan's settings; a bucket without plans never looks. A key made for a plan starts
+ * full at that plan's limit, as a key made after a retune does; the overflow bucket follows the
+ * template. Checked by {@code KeyedBucketsModelTests} and {@code PlansTests}.</li>
+ * <li>K6, a reset drops the keys (contract revision 3): every key's bucket and the overflow bucket are
  * reset ({@link RateLimiter#reset()}: full, nothing owed, waiters woken to claim again), then each that is
  * idle is retired and removed as the sweep does (K1, K2), giving its room back (K3). A key's bucket pinned
  * by a call, or with callers waiting or tokens in flight, is kept (full as far as its callers let it be)
@@ -86,9 +99,10 @@ public final class KeyedBuckets {
 
 	private final int max;
 
-	private final Function<@Nullable Object, RateLimiter> factory;
+	private final Maker maker;
 
-	private final Consumer<RateLimiter> retune;
+	/** The plans by name (K5), or {@code null} for a bucket without plans (its calls never look one up). */
+	private final @Nullable Map<String, Plan> plans;
 
 	private final ConcurrentHashMap<Object, Entry> entries = new ConcurrentHashMap<>();
 
@@ -113,10 +127,88 @@ public final class KeyedBuckets {
 	 * @param retune brings a bucket made at an older generation to the template's settings
 	 */
 	KeyedBuckets(int max, Function<@Nullable Object, RateLimiter> factory, Consumer<RateLimiter> retune) {
+		this(max, new Maker() {
+
+			@Override
+			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
+				return factory.apply(key);
+			}
+
+			@Override
+			public void follow(@Nullable String plan, RateLimiter bucket) {
+				retune.accept(bucket);
+			}
+		}, Map.of());
+	}
+
+	/**
+	 * Per-key buckets whose keys may follow plans (K5).
+	 *
+	 * @param max the most keys with a bucket of their own, {@code >= 1}
+	 * @param maker makes a key's bucket with a plan's settings, and brings a bucket to them
+	 * @param plans each plan's max-wait ({@code null} when the plan leaves it to the template), by plan
+	 *        name; empty for a bucket without plans
+	 */
+	KeyedBuckets(int max, Maker maker, Map<String, @Nullable Duration> plans) {
 		this.max = max;
-		this.factory = factory;
-		this.retune = retune;
-		this.overflow = new Entry(null, factory.apply(null), 0);
+		this.maker = maker;
+		if (plans.isEmpty()) {
+			this.plans = null;
+		}
+		else {
+			Map<String, Plan> byName = new HashMap<>();
+			plans.forEach((name, maxWait) -> byName.put(name, new Plan(name, maxWait)));
+			this.plans = byName;
+		}
+		this.overflow = new Entry(null, maker.make(null, null), 0, null);
+	}
+
+	/**
+	 * Makes the buckets of keys, and brings them to the settings of a plan (K4, K5).
+	 */
+	interface Maker {
+
+		/**
+		 * Makes a key's bucket, full, with the settings in force of a plan.
+		 *
+		 * @param plan the plan, or {@code null} for the template
+		 * @param key the key, or {@code null} for the overflow bucket
+		 * @return the bucket
+		 */
+		RateLimiter make(@Nullable String plan, @Nullable Object key);
+
+		/**
+		 * Brings a bucket to the settings in force of a plan, as a retune does: the rate (the time that
+		 * passed counted at the old one), then the limit.
+		 *
+		 * @param plan the plan, or {@code null} for the template
+		 * @param bucket the bucket
+		 */
+		void follow(@Nullable String plan, RateLimiter bucket);
+	}
+
+	/** One plan of the bucket: its name, the generation of its settings (K5), its max-wait. */
+	static final class Plan {
+
+		final String name;
+
+		final @Nullable Duration maxWait;
+
+		volatile int generation;
+
+		Plan(String name, @Nullable Duration maxWait) {
+			this.name = name;
+			this.maxWait = maxWait;
+		}
+	}
+
+	/**
+	 * Whether the keys of this bucket follow plans.
+	 *
+	 * @return {@code true} for a bucket with plans
+	 */
+	public boolean hasPlans() {
+		return this.plans != null;
 	}
 
 	/**
@@ -140,10 +232,13 @@ public final class KeyedBuckets {
 	 * @return the pinned entry
 	 */
 	public Entry pin(Object key, boolean count) {
+		if (this.plans != null) {
+			return pinPlanned(key, count);
+		}
 		for (;;) {
 			Entry entry = this.entries.get(key);
 			if (entry == null) {
-				entry = create(key);
+				entry = create(key, null);
 				if (entry == null) {
 					if (count) {
 						this.overflowCalls.increment();
@@ -165,7 +260,50 @@ public final class KeyedBuckets {
 		}
 	}
 
-	private @Nullable Entry create(Object key) {
+	/**
+	 * {@link #pin(Object, boolean)} for a bucket with plans (K5): the plan's settings are looked up once,
+	 * and the key's bucket brought to them under the pin, before the call takes its tokens.
+	 */
+	private Entry pinPlanned(Object given, boolean count) {
+		Object key = PlannedKey.keyOf(given);
+		Plan plan = planOf(given);
+		for (;;) {
+			Entry entry = this.entries.get(key);
+			if (entry == null) {
+				entry = create(key, plan);
+				if (entry == null) {
+					if (count) {
+						this.overflowCalls.increment();
+					}
+					this.overflow.pin(); // never retired: always succeeds; follows the template
+					return this.overflow;
+				}
+			}
+			if (entry.pin()) {
+				if (entry.plan != plan || entry.generation != generationOf(plan)) {
+					entry.follow(plan);
+				}
+				return entry;
+			}
+			if (this.entries.remove(key, entry)) {
+				this.size.decrementAndGet();
+			}
+		}
+	}
+
+	/** The plan a call names, or {@code null} (the template) for none, {@code ""} or one not configured. */
+	private @Nullable Plan planOf(Object given) {
+		if (given instanceof PlannedKey planned && planned.plan() != null) {
+			return this.plans.get(planned.plan()); // the one lookup of a call (K5)
+		}
+		return null;
+	}
+
+	private int generationOf(@Nullable Plan plan) {
+		return (plan != null) ? plan.generation : this.generation;
+	}
+
+	private @Nullable Entry create(Object key, @Nullable Plan plan) {
 		if (!reserve()) {
 			if (!sweep(true) || !reserve()) {
 				return null;
@@ -174,9 +312,9 @@ public final class KeyedBuckets {
 		else if (this.newKeys.incrementAndGet() % SWEEP_EVERY == 0) {
 			sweep(false);
 		}
-		// the generation is read before the template (K4): a retune in between is caught up on first use
-		int generation = this.generation;
-		Entry fresh = new Entry(key, this.factory.apply(key), generation);
+		// the generation is read before the settings (K4): a retune in between is caught up on first use
+		int generation = generationOf(plan);
+		Entry fresh = new Entry(key, this.maker.make((plan != null) ? plan.name : null, key), generation, plan);
 		Entry existing = this.entries.putIfAbsent(key, fresh);
 		if (existing != null) {
 			this.size.decrementAndGet();
@@ -242,12 +380,32 @@ public final class KeyedBuckets {
 		this.generation++;
 		this.overflow.catchUp();
 		for (Entry entry : this.entries.values()) {
-			entry.catchUp();
+			if (entry.plan == null) {
+				entry.catchUp();
+			}
 		}
 	}
 
 	/**
-	 * Resets every key's bucket and the overflow bucket, and drops the keys' buckets that are idle after it (K5).
+	 * Applies one plan's new settings to every key's bucket on that plan, and to no other (K5).
+	 *
+	 * @param plan the plan retuned
+	 */
+	void retuned(String plan) {
+		Plan retuned = (this.plans != null) ? this.plans.get(plan) : null;
+		if (retuned == null) {
+			return;
+		}
+		retuned.generation++;
+		for (Entry entry : this.entries.values()) {
+			if (entry.plan == retuned) {
+				entry.catchUp();
+			}
+		}
+	}
+
+	/**
+	 * Resets every key's bucket and the overflow bucket, and drops the keys' buckets that are idle after it (K6).
 	 */
 	public void reset() {
 		this.overflow.limiter.reset();
@@ -299,7 +457,7 @@ public final class KeyedBuckets {
 			this.overflow.pin();
 			return this.overflow;
 		}
-		Entry entry = this.entries.get(key);
+		Entry entry = this.entries.get((this.plans != null) ? PlannedKey.keyOf(key) : key);
 		if (entry == null || entry.limiter != limiter || !entry.pin()) {
 			return null;
 		}
@@ -315,7 +473,7 @@ public final class KeyedBuckets {
 	 * @return the key's bucket or the overflow bucket
 	 */
 	public RateLimiter bucketOf(Object key) {
-		Entry entry = this.entries.get(key);
+		Entry entry = this.entries.get((this.plans != null) ? PlannedKey.keyOf(key) : key);
 		return (entry != null && entry.state != RETIRED) ? entry.limiter : this.overflow.limiter;
 	}
 
@@ -326,9 +484,20 @@ public final class KeyedBuckets {
 	 * @return its bucket, or {@code null}
 	 */
 	public @Nullable RateLimiter find(String key) {
+		Entry entry = findEntry(key);
+		return (entry != null) ? entry.limiter : null;
+	}
+
+	/**
+	 * The entry of one key, if it has a bucket now: its bucket and its plan.
+	 *
+	 * @param key the key's value as a string
+	 * @return its entry, or {@code null}
+	 */
+	public @Nullable Entry findEntry(String key) {
 		for (Entry entry : this.entries.values()) {
 			if (String.valueOf(entry.key).equals(key) && entry.state != RETIRED) {
-				return entry.limiter;
+				return entry;
 			}
 		}
 		return null;
@@ -344,12 +513,39 @@ public final class KeyedBuckets {
 		/** Users and epoch, or {@link #RETIRED}; a field of the entry itself (no second object to reach on a pin). */
 		volatile long state;
 
+		/** The generation of the settings it follows: the template's, or its plan's (K4, K5). */
 		volatile int generation;
 
-		Entry(@Nullable Object key, RateLimiter limiter, int generation) {
+		/** The plan it follows, {@code null} for the template (K5). */
+		volatile @Nullable Plan plan;
+
+		Entry(@Nullable Object key, RateLimiter limiter, int generation, @Nullable Plan plan) {
 			this.key = key;
 			this.limiter = limiter;
 			this.generation = generation;
+			this.plan = plan;
+		}
+
+		/**
+		 * The plan whose settings this key's bucket has (contract revision 3, "Plans").
+		 *
+		 * @return the plan's name, or {@code null} for the template's settings (and the overflow bucket)
+		 */
+		public @Nullable String plan() {
+			Plan current = this.plan;
+			return (current != null) ? current.name : null;
+		}
+
+		/**
+		 * The longest a call on this key's bucket waits, when the call's own front end does not say: its
+		 * plan's {@code max-wait} when the plan sets one, else {@code fallback} (the bucket's).
+		 *
+		 * @param fallback the bucket's max-wait
+		 * @return the max-wait
+		 */
+		public Duration maxWait(Duration fallback) {
+			Plan current = this.plan;
+			return (current != null && current.maxWait != null) ? current.maxWait : fallback;
 		}
 
 		/** The bucket this key's calls use: theirs, or the overflow bucket shared by keys without room. */
@@ -384,9 +580,24 @@ public final class KeyedBuckets {
 		}
 
 		synchronized void catchUp() {
-			int current = KeyedBuckets.this.generation;
+			Plan following = this.plan;
+			int current = generationOf(following);
 			if (this.generation != current) {
-				KeyedBuckets.this.retune.accept(this.limiter);
+				KeyedBuckets.this.maker.follow((following != null) ? following.name : null, this.limiter);
+				this.generation = current;
+			}
+		}
+
+		/**
+		 * Brings the bucket to the settings in force of {@code next} (K5): a plan change, or a retune of
+		 * its plan not yet caught up. The generation is read before the settings, so a retune in between
+		 * is caught up by the next call.
+		 */
+		synchronized void follow(@Nullable Plan next) {
+			int current = generationOf(next);
+			if (this.plan != next || this.generation != current) {
+				KeyedBuckets.this.maker.follow((next != null) ? next.name : null, this.limiter);
+				this.plan = next;
 				this.generation = current;
 			}
 		}

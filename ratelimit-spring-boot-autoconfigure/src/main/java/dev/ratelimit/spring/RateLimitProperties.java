@@ -373,6 +373,13 @@ public class RateLimitProperties {
 		private @Nullable String key;
 
 		/**
+		 * The key's plan, for a bucket with plans, in the same forms as key: ip, principal, header:<Name>
+		 * or a SpEL expression over #request; a request without the header (or null) gets the bucket's own
+		 * settings. Empty (the default): the application's RateLimitPlanResolver, if any.
+		 */
+		private @Nullable String plan;
+
+		/**
 		 * Tokens a matching request takes.
 		 */
 		private long cost = 1;
@@ -407,6 +414,14 @@ public class RateLimitProperties {
 
 		public void setKey(@Nullable String key) {
 			this.key = key;
+		}
+
+		public @Nullable String getPlan() {
+			return this.plan;
+		}
+
+		public void setPlan(@Nullable String plan) {
+			this.plan = plan;
 		}
 
 		public long getCost() {
@@ -522,6 +537,13 @@ public class RateLimitProperties {
 		private final Redis redis = new Redis();
 
 		private final Keys keys = new Keys();
+
+		/**
+		 * Per-key settings by customer plan (keyed buckets only): a key whose call names a plan gets that
+		 * plan's settings, what the plan does not set coming from this bucket; other keys get this
+		 * bucket's.
+		 */
+		private Map<String, Plan> plans = new LinkedHashMap<>();
 
 		/**
 		 * enforce (the default): the bucket holds calls back; shadow: it decides as usual but never
@@ -649,6 +671,90 @@ public class RateLimitProperties {
 
 		public Keys getKeys() {
 			return this.keys;
+		}
+
+		public Map<String, Plan> getPlans() {
+			return this.plans;
+		}
+
+		public void setPlans(Map<String, Plan> plans) {
+			this.plans = plans;
+		}
+	}
+
+	/**
+	 * One plan of a keyed bucket (contract revision 3, "Plans"): the settings of the keys on it. What it
+	 * does not set comes from the bucket.
+	 */
+	public static class Plan {
+
+		/**
+		 * Tokens (hybrid: operations) per period for keys on this plan; > 0, fractions allowed. Default:
+		 * the bucket's.
+		 */
+		private @Nullable BigDecimal rate;
+
+		/**
+		 * Period of the plan's rate. Default: the bucket's.
+		 */
+		private @Nullable Duration period;
+
+		/**
+		 * Most tokens a key on this plan banks (hybrid: its active pool; quota: its tokens per calendar
+		 * period). Default: the bucket's when the plan keeps the bucket's rate, else one period of the
+		 * plan's rate.
+		 */
+		private @Nullable Long limit;
+
+		/**
+		 * Longest a call of a key on this plan waits for tokens; 0 never waits. Default: the bucket's.
+		 */
+		private @Nullable Duration maxWait;
+
+		/**
+		 * Hybrid only: how fast a key on this plan catches up while behind schedule, >= 1.0. Default: the
+		 * bucket's.
+		 */
+		private @Nullable Double burstRatio;
+
+		public @Nullable BigDecimal getRate() {
+			return this.rate;
+		}
+
+		public void setRate(@Nullable BigDecimal rate) {
+			this.rate = rate;
+		}
+
+		public @Nullable Duration getPeriod() {
+			return this.period;
+		}
+
+		public void setPeriod(@Nullable Duration period) {
+			this.period = period;
+		}
+
+		public @Nullable Long getLimit() {
+			return this.limit;
+		}
+
+		public void setLimit(@Nullable Long limit) {
+			this.limit = limit;
+		}
+
+		public @Nullable Duration getMaxWait() {
+			return this.maxWait;
+		}
+
+		public void setMaxWait(@Nullable Duration maxWait) {
+			this.maxWait = maxWait;
+		}
+
+		public @Nullable Double getBurstRatio() {
+			return this.burstRatio;
+		}
+
+		public void setBurstRatio(@Nullable Double burstRatio) {
+			this.burstRatio = burstRatio;
 		}
 	}
 

@@ -2,6 +2,7 @@ package dev.ratelimit.spring;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.util.Map;
 import java.util.function.Consumer;
 import java.util.function.ToLongFunction;
 
@@ -90,6 +91,40 @@ public interface RegisteredBucket {
 	 */
 	default void reset() {
 		limiter().reset();
+	}
+
+	/**
+	 * The bucket's plans (contract revision 3, "Plans"): each plan's settings in force, the bucket's
+	 * where the plan sets none, retunes included.
+	 *
+	 * @return the plans by name, in configuration order; empty for a bucket without plans
+	 */
+	default Map<String, BucketDefinition> plans() {
+		return Map.of();
+	}
+
+	/**
+	 * The application's {@link RateLimitPlanResolver}, for a bucket with plans whose call does not name
+	 * a plan itself (contract revision 3, "Plans"). Looked up once, when a front end resolves its calls.
+	 *
+	 * @return the resolver, or {@code null} when the application defines none or the bucket has no plans
+	 */
+	default @org.jspecify.annotations.Nullable RateLimitPlanResolver planResolver() {
+		return null;
+	}
+
+	/**
+	 * Retunes one plan (contract revision 3, "Plans"): every key's bucket on that plan, and no other,
+	 * takes the new settings as of now, keeping its tokens as a retune does.
+	 *
+	 * @param plan the plan's name
+	 * @param rate the new rate per the plan's period, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @throws IllegalArgumentException naming the bucket and the plan when the bucket has no such plan, or
+	 *         with the message the configuration would give; nothing is changed then
+	 */
+	default void update(String plan, BigDecimal rate, Long limit) {
+		throw new IllegalArgumentException("Bucket '" + name() + "' has no plans");
 	}
 
 	/**

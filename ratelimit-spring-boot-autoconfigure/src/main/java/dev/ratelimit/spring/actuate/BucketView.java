@@ -2,11 +2,15 @@ package dev.ratelimit.spring.actuate;
 
 import java.math.BigDecimal;
 import java.time.Duration;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.Map;
 
 import com.fasterxml.jackson.annotation.JsonInclude;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.spring.BucketDefinition;
 import dev.ratelimit.spring.RegisteredBucket;
 import org.jspecify.annotations.Nullable;
 
@@ -40,12 +44,29 @@ import org.jspecify.annotations.Nullable;
  * @param shadowRejected calls the bucket would have refused in shadow mode, which ran (the meter's
  *        {@code outcome=shadow-rejected}); 0 when none; in a key's view, the bucket's (every key's calls),
  *        as {@code granted} and {@code rejected}
+ * @param plan contract revision 3: in a key's view, the plan whose settings the key's bucket has;
+ *        {@code null} for the bucket's own settings (no plan, an empty or unlisted one), and in a bucket's
+ *        view
+ * @param plans contract revision 3: the bucket's plans with their settings in force (retunes included),
+ *        in configuration order; empty without plans
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
 		@Nullable Pools pools, String behindSchedule, String mode, int keys, @Nullable String resetsAt,
-		long shadowRejected) {
+		long shadowRejected, @Nullable String plan, Map<String, PlanView> plans) {
+
+	/**
+	 * One plan's settings, as the bucket's view lists them.
+	 *
+	 * @param rate tokens per period for the keys on the plan
+	 * @param period the period, ISO-8601
+	 * @param limit the most tokens a key on the plan banks (hybrid: its active pool; quota: its tokens per
+	 *        calendar period)
+	 * @param maxWait the longest a call of a key on the plan waits, ISO-8601
+	 */
+	public record PlanView(BigDecimal rate, String period, Number limit, String maxWait) {
+	}
 
 	/**
 	 * The pacer's pools, in operations.
@@ -65,7 +86,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 */
 	public static BucketView of(RegisteredBucket bucket) {
 		int keys = bucket.keys();
-		BucketView view = of(bucket, bucket.limiter(), keys);
+		BucketView view = of(bucket, bucket.limiter(), keys, null);
 		if (keys == 0) {
 			return view;
 		}
@@ -73,7 +94,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		// force (retunes included); the template's own bucket is never taken from by keyed calls
 		return new BucketView(view.type, view.backend, view.rate, view.period, view.limit, view.limit,
 				view.deficiency, view.waiting, view.inFlight, view.cappedRelease, view.granted, view.rejected,
-				view.pools, view.behindSchedule, view.mode, keys, view.resetsAt, view.shadowRejected);
+				view.pools, view.behindSchedule, view.mode, keys, view.resetsAt, view.shadowRejected, null, view.plans);
 	}
 
 	/**
@@ -85,7 +106,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 * @return its view
 	 */
 	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys) {
-		return of(bucket, limiter, keys, null);
+		return of(bucket, limiter, keys, null, null);
 	}
 
 	/**
@@ -99,6 +120,21 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 * @return its view
 	 */
 	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys, @Nullable Object key) {
+		return of(bucket, limiter, keys, key, null);
+	}
+
+	/**
+	 * The view of one key's bucket with the plan it follows (contract revision 3, "Plans").
+	 *
+	 * @param bucket the bucket, for its settings as configured
+	 * @param limiter the limiter shown: the bucket's, or a key's
+	 * @param keys the keys count to show
+	 * @param key the key whose bucket {@code limiter} is, or {@code null} for the bucket itself
+	 * @param plan the plan of the key whose bucket is shown, or {@code null}
+	 * @return its view
+	 */
+	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys, @Nullable Object key,
+			@Nullable String plan) {
 		RateLimiterSnapshot s = limiter.snapshot();
 		RateLimiterSnapshot.Pools p = s.pools();
 		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
@@ -119,7 +155,30 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 				number(s.limit()), number(available), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
 				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null,
-				bucket.stats().shadowRejected());
+				bucket.stats().shadowRejected(), plan, plans(bucket));
+	}
+
+	/** The bucket's plans with their settings in force, in configuration order. */
+	private static Map<String, PlanView> plans(RegisteredBucket bucket) {
+		Map<String, BucketDefinition> plans = bucket.plans();
+		if (plans.isEmpty()) {
+			return Map.of();
+		}
+		Map<String, PlanView> views = new LinkedHashMap<>();
+		plans.forEach((name, settings) -> views.put(name, new PlanView(settings.rate(), settings.period().toString(),
+				limitOf(settings), settings.maxWait().toString())));
+		return Collections.unmodifiableMap(views);
+	}
+
+	private static Number limitOf(BucketDefinition settings) {
+		if (settings instanceof BucketDefinition.Shared shared) {
+			return shared.limit();
+		}
+		if (settings instanceof BucketDefinition.Quota quota) {
+			return quota.limit();
+		}
+		Long limit = ((BucketDefinition.Hybrid) settings).limit();
+		return (limit != null) ? limit : 0; // (a hybrid bucket with plans always sets its limit)
 	}
 
 	/**

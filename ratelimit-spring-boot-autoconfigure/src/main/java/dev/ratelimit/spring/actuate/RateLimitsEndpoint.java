@@ -4,8 +4,8 @@ import java.math.BigDecimal;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.spring.BucketMode;
+import dev.ratelimit.spring.KeyedBuckets;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
@@ -103,8 +103,8 @@ public class RateLimitsEndpoint {
 			return null;
 		}
 		String whole = String.join("/", key);
-		RateLimiter limiter = bucket.keyed().find(whole);
-		return (limiter != null) ? BucketView.of(bucket, limiter, 0, whole) : null;
+		KeyedBuckets.Entry entry = bucket.keyed().findEntry(whole);
+		return (entry != null) ? BucketView.of(bucket, entry.limiter(), 0, whole, entry.plan()) : null;
 	}
 
 	/**
@@ -118,12 +118,33 @@ public class RateLimitsEndpoint {
 	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
 	 * @return the new view
 	 */
+	public BucketView update(String name, @Nullable Object rate, @Nullable Object limit, @Nullable String mode) {
+		return update(name, rate, limit, mode, null);
+	}
+
+	/**
+	 * Changes a bucket's rate and/or limit in place, and/or switches its mode; or, with {@code plan}
+	 * (contract revision 3, "Plans"), retunes one plan: every key on it, and no other, takes the new rate
+	 * and/or limit as of now, as a template's retune does (the mode is the bucket's, so a plan's retune
+	 * takes none).
+	 *
+	 * @param name the bucket name
+	 * @param rate the new rate per the configured period (a number, or a string that is one), or
+	 *        {@code null} to keep it
+	 * @param limit the new limit (a whole number, or a string that is one), or {@code null} to keep it
+	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
+	 * @param plan the plan to retune, or {@code null} for the bucket itself
+	 * @return the new view
+	 */
 	@WriteOperation
 	public BucketView update(@Selector String name, @Nullable Object rate, @Nullable Object limit,
-			@Nullable String mode) {
+			@Nullable String mode, @Nullable String plan) {
 		RegisteredBucket bucket = this.registry.find(name)
 			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
 					+ String.join(", ", this.registry.names())));
+		if (plan != null) {
+			return updatePlan(bucket, plan, rate, limit, mode);
+		}
 		if (rate == null && limit == null && mode == null) {
 			throw invalid("Give a rate, a limit and/or a mode, e.g. {\"rate\": 200} or {\"mode\": \"shadow\"}");
 		}
@@ -186,6 +207,28 @@ public class RateLimitsEndpoint {
 	 */
 	boolean exists(String name) {
 		return this.registry.find(name).isPresent();
+	}
+
+	private BucketView updatePlan(RegisteredBucket bucket, String plan, @Nullable Object rate, @Nullable Object limit,
+			@Nullable String mode) {
+		String name = bucket.name();
+		if (mode != null) {
+			throw invalid("A plan has no mode of its own (the mode is bucket '" + name + "''s, for every key): retune"
+					+ " plan '" + plan + "' with a rate and/or a limit, and switch the mode without a plan");
+		}
+		if (rate == null && limit == null) {
+			throw invalid("Give plan '" + plan + "' a rate and/or a limit, e.g. {\"plan\": \"" + plan
+					+ "\", \"rate\": 150}");
+		}
+		BigDecimal newRate = rateOf(name, rate);
+		Long newLimit = limitOf(name, limit);
+		try {
+			bucket.update(plan, newRate, newLimit);
+		}
+		catch (IllegalArgumentException ex) {
+			throw invalid(ex.getMessage());
+		}
+		return BucketView.of(bucket);
 	}
 
 	private static @Nullable BigDecimal rateOf(String name, @Nullable Object rate) {

@@ -49,14 +49,32 @@ public class RateLimitsWebEndpointExtension {
 	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
 	 *         would reject; 503 with the reason when the bucket's backend does not answer
 	 */
+	public WebEndpointResponse<Object> update(String name, @Nullable Object rate, @Nullable Object limit,
+			@Nullable String mode) {
+		return update(name, rate, limit, mode, null);
+	}
+
+	/**
+	 * Changes a bucket's rate and/or limit in place and/or switches its mode, or retunes one of its plans
+	 * (contract revision 3, "Plans"), as {@link RateLimitsEndpoint#update(String, Object, Object, String, String)}
+	 * does.
+	 *
+	 * @param name the bucket name
+	 * @param rate the new rate per the configured period, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @param mode {@code enforce} or {@code shadow}, or {@code null} to keep it
+	 * @param plan the plan to retune, or {@code null} for the bucket itself
+	 * @return the new view; 404 for an unknown bucket; 400 with the reason for a value the configuration
+	 *         would reject (or an unknown plan); 503 with the reason when the bucket's backend does not answer
+	 */
 	@WriteOperation
 	public WebEndpointResponse<Object> update(@Selector String name, @Nullable Object rate,
-			@Nullable Object limit, @Nullable String mode) {
+			@Nullable Object limit, @Nullable String mode, @Nullable String plan) {
 		if (this.endpoint.bucket(name) == null) {
 			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
 		}
 		try {
-			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit, mode));
+			return new WebEndpointResponse<>(this.endpoint.update(name, rate, limit, mode, plan));
 		}
 		catch (InvalidEndpointRequestException ex) {
 			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());

@@ -31,7 +31,7 @@ public final class RetuneFields implements OperationInvokerAdvisor {
 			return invoker;
 		}
 		Set<String> known = parameters.stream().map(OperationParameter::getName).collect(Collectors.toSet());
-		List<String> fields = List.of("rate", "limit", "mode");
+		List<String> fields = List.of("rate", "limit", "mode", "plan");
 		return (context) -> {
 			for (String argument : context.getArguments().keySet()) {
 				if (!known.contains(argument)) {
@@ -48,6 +48,7 @@ public final class RetuneFields implements OperationInvokerAdvisor {
 		return "'" + field + "' is not a field of a retune"
 				+ ("period".equals(field) ? " (the period stays as configured: give the rate per that period)."
 						: "; did you mean '" + ClosestName.of(field, fields) + "'?")
-				+ " A retune takes rate, limit and/or mode, e.g. {\"rate\": 200}; nothing was changed.";
+				+ " A retune takes rate, limit and/or mode, e.g. {\"rate\": 200}, or a plan with its rate and/or limit,"
+				+ " e.g. {\"plan\": \"pro\", \"rate\": 150}; nothing was changed.";
 	}
 }

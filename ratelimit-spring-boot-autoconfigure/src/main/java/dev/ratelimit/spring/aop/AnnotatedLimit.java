@@ -26,17 +26,21 @@ final class AnnotatedLimit {
 	/** The key of a per-key call, or {@code null} for the bucket itself. */
 	final @Nullable KeyExpression key;
 
+	/** Where a keyed call's plan comes from, for a bucket with plans; else {@code null} (the key alone). */
+	final @Nullable PlanSource plan;
+
 	/** {@code refundIf}, or {@code null}. */
 	final @Nullable CompletionExpression refundIf;
 
 	/** {@code settle}, or {@code null}. */
 	final @Nullable CompletionExpression settle;
 
-	private AnnotatedLimit(Limit limit, CostExpression cost, @Nullable KeyExpression key,
+	private AnnotatedLimit(Limit limit, CostExpression cost, @Nullable KeyExpression key, @Nullable PlanSource plan,
 			@Nullable CompletionExpression refundIf, @Nullable CompletionExpression settle) {
 		this.limit = limit;
 		this.cost = cost;
 		this.key = key;
+		this.plan = plan;
 		this.refundIf = refundIf;
 		this.settle = settle;
 	}
@@ -44,14 +48,17 @@ final class AnnotatedLimit {
 	static AnnotatedLimit of(RateLimited annotation, Method method, Class<?> targetClass, RegisteredBucket bucket) {
 		String where = where(method, targetClass);
 		CostExpression cost = CostExpression.parse(annotation.cost(), where + " (bucket '" + bucket.name() + "')");
-		Duration maxWait = annotation.maxWait().isBlank() ? bucket.maxWait() : parseMaxWait(annotation.maxWait(), where);
+		Duration maxWait = annotation.maxWait().isBlank() ? null : parseMaxWait(annotation.maxWait(), where);
 		KeyExpression key = annotation.key().isBlank() ? null : KeyExpression.parse(annotation.key(), method, where);
+		PlanSource plan = (key != null) ? PlanSource.of(annotation.plan(), method, where, bucket) : null;
 		CompletionExpression refundIf = annotation.refundIf().isBlank() ? null
 				: CompletionExpression.parse("refundIf", annotation.refundIf(), where);
 		CompletionExpression settle = annotation.settle().isBlank() ? null
 				: CompletionExpression.parse("settle", annotation.settle(), where);
-		Limit limit = Limit.of(bucket, maxWait, key != null, refundIf != null || settle != null);
-		return new AnnotatedLimit(limit, cost, key, refundIf, settle);
+		boolean completes = refundIf != null || settle != null;
+		Limit limit = (maxWait != null) ? Limit.of(bucket, maxWait, key != null, completes)
+				: Limit.of(bucket, key != null, completes);
+		return new AnnotatedLimit(limit, cost, key, plan, refundIf, settle);
 	}
 
 	static String where(Method method, Class<?> targetClass) {
@@ -68,7 +75,11 @@ final class AnnotatedLimit {
 	 * @throws IllegalArgumentException when the key is {@code null}
 	 */
 	@Nullable Object key(MethodInvocation invocation) {
-		return (this.key != null) ? this.key.evaluate(invocation, this.limit.bucket()) : null;
+		if (this.key == null) {
+			return null;
+		}
+		Object key = this.key.evaluate(invocation, this.limit.bucket());
+		return (this.plan != null) ? this.plan.planned(invocation, key, this.limit.bucket()) : key;
 	}
 
 	/** {@code settle} gave a cost the bucket could not charge: reported once, the call's cost standing. */

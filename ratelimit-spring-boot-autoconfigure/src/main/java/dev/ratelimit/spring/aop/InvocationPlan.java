@@ -234,6 +234,9 @@ final class InvocationPlan {
 		if (!annotation.key().isBlank()) {
 			ExpressionVariables.checkWithoutNames("key", annotation.key(), positions, where, Set.of());
 		}
+		if (!annotation.plan().isBlank()) {
+			ExpressionVariables.checkWithoutNames("plan", annotation.plan(), positions, where, Set.of());
+		}
 		if (!annotation.refundIf().isBlank()) {
 			ExpressionVariables.checkWithoutNames("refundIf", annotation.refundIf(), positions, where,
 					ExpressionVariables.COMPLETION);
@@ -251,6 +254,14 @@ final class InvocationPlan {
 		if (!annotation.key().isBlank()) {
 			KeyExpression.check(annotation.key(), where);
 			ExpressionVariables.check("key", annotation.key(), parameters, positions, where, Set.of());
+		}
+		if (!annotation.plan().isBlank()) {
+			if (annotation.key().isBlank()) {
+				throw new IllegalArgumentException("plan '" + annotation.plan() + "' of " + where + " has no key: a plan"
+						+ " is a key's, so the annotation needs a key too (key = \"#apiKey\")");
+			}
+			PlanSource.check(annotation.plan(), where);
+			ExpressionVariables.check("plan", annotation.plan(), parameters, positions, where, Set.of());
 		}
 		if (!annotation.maxWait().isBlank()) {
 			AnnotatedLimit.parseMaxWait(annotation.maxWait(), where);

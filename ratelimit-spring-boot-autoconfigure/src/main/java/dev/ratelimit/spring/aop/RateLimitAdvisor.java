@@ -124,13 +124,19 @@ public final class RateLimitAdvisor extends AbstractPointcutAdvisor {
 				if (!annotation.key().isBlank()) {
 					BucketDefinitions.checkUsableWithKey(definitions.get(annotation.value()), where);
 				}
+				if (!annotation.plan().isBlank() && definitions.plans(annotation.value()).isEmpty()) {
+					throw new RateLimitConfigurationException(where + " names a plan ('" + annotation.plan()
+							+ "') for bucket '" + annotation.value() + "', which has no plans.",
+							"Add the plans under ratelimit.buckets." + annotation.value()
+									+ ".plans, or remove the plan attribute.");
+				}
 			}
 			try {
 				InvocationPlan.checkAnnotations(annotations, method, targetClass, where);
 			}
 			catch (IllegalArgumentException ex) {
 				throw new RateLimitConfigurationException(ex.getMessage() + ".",
-						"Fix the cost, maxWait, key, refundIf or settle attribute of the annotation.");
+						"Fix the cost, maxWait, key, plan, refundIf or settle attribute of the annotation.");
 			}
 			return true;
 		}

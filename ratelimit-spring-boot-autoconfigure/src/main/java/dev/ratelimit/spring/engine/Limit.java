@@ -32,19 +32,26 @@ public final class Limit {
 
 	final Duration maxWait;
 
+	/**
+	 * Whether {@link #maxWait} is the bucket's own (no front end set one): then a keyed call on a plan
+	 * that sets {@code max-wait} waits at most the plan's (contract revision 3, "Plans").
+	 */
+	private final boolean planWaits;
+
 	/** The bucket's per-key buckets, for a limit whose calls have keys; else {@code null}. */
 	private final @Nullable KeyedBuckets keys;
 
 	/** Whether a call's completion may settle its tokens (K2: it keeps its key's bucket until then). */
 	final boolean completes;
 
-	private Limit(RegisteredBucket bucket, Duration maxWait, boolean keyed, boolean completes) {
+	private Limit(RegisteredBucket bucket, @Nullable Duration maxWait, boolean keyed, boolean completes) {
 		this.bucket = bucket.name();
 		this.limiter = bucket.limiter();
 		this.stats = bucket.stats();
 		this.local = "local".equals(bucket.backend());
-		this.maxWait = maxWait;
+		this.maxWait = (maxWait != null) ? maxWait : bucket.maxWait();
 		this.keys = keyed ? bucket.keyed() : null;
+		this.planWaits = maxWait == null && this.keys != null && this.keys.hasPlans();
 		this.completes = completes;
 	}
 
@@ -59,6 +66,19 @@ public final class Limit {
 	 */
 	public static Limit of(RegisteredBucket bucket, Duration maxWait, boolean keyed, boolean completes) {
 		return new Limit(bucket, maxWait, keyed, completes);
+	}
+
+	/**
+	 * A limit on a bucket whose calls wait at most the bucket's {@code max-wait}, or, for a keyed call on
+	 * a plan that sets one, the plan's (contract revision 3, "Plans").
+	 *
+	 * @param bucket the bucket
+	 * @param keyed whether each call gives a key (then it takes from its key's bucket)
+	 * @param completes whether calls are settled when they complete ({@link Limits#complete})
+	 * @return the limit
+	 */
+	public static Limit of(RegisteredBucket bucket, boolean keyed, boolean completes) {
+		return new Limit(bucket, null, keyed, completes);
 	}
 
 	/**
@@ -95,7 +115,10 @@ public final class Limit {
 	 * (a call that goes to the overflow bucket is counted).
 	 */
 	Permit acquire(long tokens, @Nullable Object k) throws InterruptedException {
-		return acquire(tokens, k, this.maxWait, null, null, 0, true);
+		if (k == null) {
+			return this.limiter.acquire(tokens, this.maxWait);
+		}
+		return takeKeyed(ACQUIRE, tokens, k, null, null, null, 0, true);
 	}
 
 	/**
@@ -130,7 +153,7 @@ public final class Limit {
 	 * Takes a keyed call's tokens from its key's bucket (or the overflow bucket), pinned while it takes
 	 * them, and kept pinned for the call's completion (K2); a refusal carries the key.
 	 */
-	private <T, X extends Exception> T takeKeyed(KeyedTake<T, X> take, long tokens, Object k, Duration wait,
+	private <T, X extends Exception> T takeKeyed(KeyedTake<T, X> take, long tokens, Object k, @Nullable Duration wait,
 			@Nullable RateLimiter @Nullable [] targets, KeyedBuckets.@Nullable Entry @Nullable [] held, int i,
 			boolean count) throws X {
 		KeyedBuckets.Entry entry = this.keys.pin(k, false);
@@ -143,7 +166,9 @@ public final class Limit {
 			if (count && this.keys.isOverflow(target)) {
 				this.keys.countOverflow();
 			}
-			T taken = take.take(target, tokens, wait, k);
+			// null: the limit's max-wait, or the key's plan's (a first try without waiting passes zero itself)
+			Duration w = (wait != null) ? wait : this.planWaits ? entry.maxWait(this.maxWait) : this.maxWait;
+			T taken = take.take(target, tokens, w, k);
 			keep = hold(entry, held, i);
 			return taken;
 		}
@@ -197,7 +222,7 @@ public final class Limit {
 		if (k == null) {
 			return this.limiter.reserve(tokens, this.maxWait);
 		}
-		return takeKeyed(RESERVE, tokens, k, this.maxWait, targets, held, i, true);
+		return takeKeyed(RESERVE, tokens, k, null, targets, held, i, true);
 	}
 
 	/**

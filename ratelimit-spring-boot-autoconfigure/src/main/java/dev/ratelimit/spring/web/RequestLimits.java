@@ -33,7 +33,7 @@ final class RequestLimits {
 		Limit[] limits = new Limit[buckets.size()];
 		for (int i = 0; i < limits.length; i++) {
 			RegisteredBucket bucket = buckets.get(i);
-			limits[i] = Limit.of(bucket, bucket.maxWait(), keyed[i], false);
+			limits[i] = Limit.of(bucket, keyed[i], false);
 		}
 		this.limits = Limits.of(limits);
 		this.costs = costs.clone();

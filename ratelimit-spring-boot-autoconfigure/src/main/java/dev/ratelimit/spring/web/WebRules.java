@@ -10,6 +10,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
 
 import dev.ratelimit.spring.BucketDefinitions;
+import dev.ratelimit.spring.PlannedKey;
+import dev.ratelimit.spring.RateLimitPlanResolver;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
@@ -69,8 +71,24 @@ public final class WebRules {
 
 		final long cost;
 
+		/** The rule's plan (contract revision 3), in the forms of a key; {@code NONE} when it has none. */
+		final KeyKind planKind;
+
+		final @Nullable String planHeader;
+
+		final @Nullable Expression planExpression;
+
+		/** Whether the rule's bucket has plans (then a keyed request's key carries its plan). */
+		final boolean plans;
+
 		Compiled(int index, PathPattern[] paths, @Nullable Set<String> methods, String bucket, KeyKind kind,
 				@Nullable String header, @Nullable Expression expression, long cost) {
+			this(index, paths, methods, bucket, kind, header, expression, cost, KeyKind.NONE, null, null, false);
+		}
+
+		Compiled(int index, PathPattern[] paths, @Nullable Set<String> methods, String bucket, KeyKind kind,
+				@Nullable String header, @Nullable Expression expression, long cost, KeyKind planKind,
+				@Nullable String planHeader, @Nullable Expression planExpression, boolean plans) {
 			this.index = index;
 			this.paths = paths;
 			this.methods = methods;
@@ -79,6 +97,10 @@ public final class WebRules {
 			this.header = header;
 			this.expression = expression;
 			this.cost = cost;
+			this.planKind = planKind;
+			this.planHeader = planHeader;
+			this.planExpression = planExpression;
+			this.plans = plans;
 		}
 
 		boolean matches(String method, PathContainer path) {
@@ -106,10 +128,22 @@ public final class WebRules {
 
 		private final boolean needsPrincipal;
 
+		/**
+		 * Each rule's plan resolver, for a keyed rule on a bucket with plans that names no plan itself;
+		 * {@code null} when none applies.
+		 */
+		private final @Nullable RateLimitPlanResolver @Nullable [] resolvers;
+
 		Matched(Compiled[] rules, RequestLimits limits) {
+			this(rules, limits, null);
+		}
+
+		Matched(Compiled[] rules, RequestLimits limits, @Nullable RateLimitPlanResolver @Nullable [] resolvers) {
 			this.rules = rules;
 			this.limits = limits;
-			this.needsPrincipal = Arrays.stream(rules).anyMatch((rule) -> rule.kind == KeyKind.PRINCIPAL);
+			this.needsPrincipal = Arrays.stream(rules)
+				.anyMatch((rule) -> rule.kind == KeyKind.PRINCIPAL || rule.planKind == KeyKind.PRINCIPAL);
+			this.resolvers = resolvers;
 		}
 
 		/**
@@ -139,23 +173,60 @@ public final class WebRules {
 		public @Nullable Object[] keys(RequestView request) {
 			Object[] keys = new Object[this.rules.length];
 			for (int i = 0; i < keys.length; i++) {
-				keys[i] = key(this.rules[i], request);
+				Compiled rule = this.rules[i];
+				Object key = key(rule.kind, rule.header, rule.expression, request);
+				if (key != null && rule.plans) {
+					key = planned(rule, key, request, (this.resolvers != null) ? this.resolvers[i] : null);
+				}
+				keys[i] = key;
 			}
 			return keys;
 		}
 
-		private static @Nullable Object key(Compiled rule, RequestView request) {
-			return switch (rule.kind) {
+		/**
+		 * A keyed request's key with its plan (contract revision 3, "Plans"): the rule's {@code plan} when
+		 * it has one (a missing header, an anonymous principal or a {@code null} expression: no plan), else
+		 * the application's resolver, else the key alone (the bucket's own settings).
+		 */
+		private static Object planned(Compiled rule, Object key, RequestView request,
+				@Nullable RateLimitPlanResolver resolver) {
+			if (rule.planKind != KeyKind.NONE) {
+				Object plan;
+				try {
+					plan = key(rule.planKind, rule.planHeader, rule.planExpression, request);
+				}
+				catch (RuntimeException ex) {
+					throw new IllegalArgumentException("The plan of ratelimit.web.rules[" + rule.index + "] (bucket '"
+							+ rule.bucket + "') failed for this request: " + ex.getMessage(), ex);
+				}
+				return PlannedKey.of(key, (plan != null) ? plan.toString() : null);
+			}
+			if (resolver != null) {
+				try {
+					return PlannedKey.of(key, resolver.plan(rule.bucket, key));
+				}
+				catch (RuntimeException ex) {
+					throw new IllegalArgumentException("The plan of bucket '" + rule.bucket + "' failed for this request"
+							+ " (ratelimit.web.rules[" + rule.index + "]): the RateLimitPlanResolver ("
+							+ resolver.getClass().getName() + ") threw " + ex, ex);
+				}
+			}
+			return key;
+		}
+
+		private static @Nullable Object key(KeyKind kind, @Nullable String header, @Nullable Expression expression,
+				RequestView request) {
+			return switch (kind) {
 				case NONE -> null;
 				case IP -> ipKey(request.remoteAddress());
 				case PRINCIPAL -> orEmpty(request.principal());
-				case HEADER -> orEmpty(request.header(rule.header));
+				case HEADER -> orEmpty(request.header(header));
 				case SPEL -> {
 					SimpleEvaluationContext context = SimpleEvaluationContext.forReadOnlyDataBinding()
 						.withInstanceMethods()
 						.build();
 					context.setVariable("request", request.request());
-					Object value = rule.expression.getValue(context);
+					Object value = expression.getValue(context);
 					yield (value != null) ? value : "";
 				}
 			};
@@ -270,13 +341,29 @@ public final class WebRules {
 		String bucket = RuleSyntax.bucket(prefix, rule.getBucket(), definitions, "requests");
 		RuleSyntax.cost(prefix, rule.getCost());
 		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
-		KeyKind kind = keyKind(prefix, key);
+		KeyKind kind = keyKind(prefix, key, "key");
 		if (kind != KeyKind.NONE) {
 			BucketDefinitions.checkUsableWithKey(definitions.get(bucket), prefix.substring(0, prefix.length() - 1));
 		}
 		String header = (kind == KeyKind.HEADER) ? key.substring("header:".length()).trim() : null;
 		Expression expression = (kind == KeyKind.SPEL) ? PARSER.parseExpression(key) : null;
-		return new Compiled(index, paths, methods, bucket, kind, header, expression, rule.getCost());
+		String plan = (rule.getPlan() != null) ? rule.getPlan().trim() : "";
+		KeyKind planKind = plan.isEmpty() ? KeyKind.NONE : keyKind(prefix, plan, "plan");
+		boolean plans = !definitions.plans(bucket).isEmpty();
+		if (planKind != KeyKind.NONE) {
+			if (kind == KeyKind.NONE) {
+				throw RuleSyntax.invalid(prefix + "plan", "is '" + plan + "', but the rule has no key: a plan is a key's",
+						"Give the rule a key too (e.g. key: header:X-Api-Key), or remove the plan.");
+			}
+			if (!plans) {
+				throw RuleSyntax.invalid(prefix + "plan", "is '" + plan + "', but bucket '" + bucket + "' has no plans",
+						"Add the plans under ratelimit.buckets." + bucket + ".plans, or remove the rule's plan.");
+			}
+		}
+		String planHeader = (planKind == KeyKind.HEADER) ? plan.substring("header:".length()).trim() : null;
+		Expression planExpression = (planKind == KeyKind.SPEL) ? PARSER.parseExpression(plan) : null;
+		return new Compiled(index, paths, methods, bucket, kind, header, expression, rule.getCost(), planKind,
+				planHeader, planExpression, plans && kind != KeyKind.NONE);
 	}
 
 	private static PathPattern[] paths(String prefix, @Nullable List<String> configured) {
@@ -299,7 +386,7 @@ public final class WebRules {
 	}
 
 	/** What kind of key a rule's {@code key} is, checked: a header's name, a SpEL expression that parses. */
-	private static KeyKind keyKind(String prefix, String key) {
+	private static KeyKind keyKind(String prefix, String key, String property) {
 		if (key.isEmpty()) {
 			return KeyKind.NONE;
 		}
@@ -311,18 +398,18 @@ public final class WebRules {
 		}
 		if (key.startsWith("header:")) {
 			if (!key.substring("header:".length()).trim().matches("[!#$%&'*+.^_`|~0-9A-Za-z-]+")) {
-				throw RuleSyntax.invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
+				throw RuleSyntax.invalid(prefix + property, "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
 			}
 			return KeyKind.HEADER;
 		}
 		if (!key.contains("#request")) {
-			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
+			throw RuleSyntax.invalid(prefix + property, "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
 		}
 		try {
 			PARSER.parseExpression(key);
 		}
 		catch (RuntimeException ex) {
-			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
+			throw RuleSyntax.invalid(prefix + property, "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
 					"Use " + KEYS_ACCEPTED + ".");
 		}
 		return KeyKind.SPEL;
@@ -381,13 +468,21 @@ public final class WebRules {
 		List<RegisteredBucket> registered = new ArrayList<>();
 		long[] costs = new long[chosen.size()];
 		boolean[] keyed = new boolean[chosen.size()];
+		RateLimitPlanResolver[] resolvers = null;
 		for (int i = 0; i < costs.length; i++) {
 			Compiled rule = chosen.get(i);
-			registered.add(buckets.get(rule.bucket));
+			RegisteredBucket bucket = buckets.get(rule.bucket);
+			registered.add(bucket);
 			costs[i] = rule.cost;
 			keyed[i] = rule.kind != KeyKind.NONE;
+			if (rule.plans && rule.planKind == KeyKind.NONE && bucket.planResolver() != null) {
+				if (resolvers == null) {
+					resolvers = new RateLimitPlanResolver[costs.length];
+				}
+				resolvers[i] = bucket.planResolver();
+			}
 		}
-		return new Matched(chosen.toArray(new Compiled[0]), new RequestLimits(registered, costs, keyed));
+		return new Matched(chosen.toArray(new Compiled[0]), new RequestLimits(registered, costs, keyed), resolvers);
 	}
 
 	/**

@@ -82,6 +82,49 @@ class WebRulesMvcTests {
 		});
 	}
 
+	/**
+	 * Contract revision 3, "Plans": a rule's {@code plan}, in the forms of a key, gives each key its plan's
+	 * settings; a request without the header, or with an unlisted plan, gets the bucket's own; a key whose
+	 * plan changes takes the new plan's settings at once (a downgrade caps what it had).
+	 */
+	@Test
+	void aRulesPlanGivesEachKeyItsPlansSettings() throws Exception {
+		this.runner.withPropertyValues("ratelimit.buckets.tiered.rate=1", "ratelimit.buckets.tiered.period=1h",
+				"ratelimit.buckets.tiered.limit=2", "ratelimit.buckets.tiered.max-wait=0",
+				"ratelimit.buckets.tiered.plans.pro.limit=5", "ratelimit.web.rules[0].paths=/api/**",
+				"ratelimit.web.rules[0].bucket=tiered", "ratelimit.web.rules[0].key=header:X-Api-Key",
+				"ratelimit.web.rules[0].plan=header:X-Plan").run((context) -> {
+					MockMvc mvc = mvc(context);
+					for (int i = 0; i < 5; i++) {
+						mvc.perform(get("/api/items").header("X-Api-Key", "a").header("X-Plan", "pro"))
+							.andExpect(status().isOk());
+					}
+					mvc.perform(get("/api/items").header("X-Api-Key", "a").header("X-Plan", "pro"))
+						.andExpect(status().isTooManyRequests());
+					for (String plan : new String[] { null, "gold" }) {
+						String key = (plan != null) ? "c" : "b";
+						for (int i = 0; i < 2; i++) {
+							mvc.perform(plan != null ? get("/api/items").header("X-Api-Key", key).header("X-Plan", plan)
+									: get("/api/items").header("X-Api-Key", key)).andExpect(status().isOk());
+						}
+						mvc.perform(plan != null ? get("/api/items").header("X-Api-Key", key).header("X-Plan", plan)
+								: get("/api/items").header("X-Api-Key", key)).andExpect(status().isTooManyRequests());
+					}
+					// d upgrades after 1 call: it keeps its 1 token left and gets pro's limit, filling at the rate
+					mvc.perform(get("/api/items").header("X-Api-Key", "d")).andExpect(status().isOk());
+					mvc.perform(get("/api/items").header("X-Api-Key", "d").header("X-Plan", "pro"))
+						.andExpect(status().isOk());
+					mvc.perform(get("/api/items").header("X-Api-Key", "d").header("X-Plan", "pro"))
+						.andExpect(status().isTooManyRequests());
+					dev.ratelimit.spring.KeyedBuckets keys = context.getBean(dev.ratelimit.spring.RateLimiterRegistry.class)
+						.get("tiered")
+						.keyed();
+					assertThat(keys.findEntry("a").plan()).isEqualTo("pro");
+					assertThat(keys.findEntry("a").limiter().snapshot().limit()).isEqualTo(5);
+					assertThat(keys.findEntry("c").plan()).isNull();
+				});
+	}
+
 	@Test
 	void onlyMatchingPathsAndMethodsAreLimitedAndARefusalIsThe429OfAnAnnotatedMethod() throws Exception {
 		this.runner.withPropertyValues("ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].methods=POST",

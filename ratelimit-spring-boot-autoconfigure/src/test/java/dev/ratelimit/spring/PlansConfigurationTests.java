@@ -1,0 +1,184 @@
+package dev.ratelimit.spring;
+
+import java.util.function.Consumer;
+
+import dev.ratelimit.annotation.RateLimited;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
+import org.junit.jupiter.api.Test;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.test.context.ConfigDataApplicationContextInitializer;
+import org.springframework.boot.test.context.assertj.AssertableApplicationContext;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
+import org.springframework.boot.test.context.runner.WebApplicationContextRunner;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Plans at start-up (contract revision 3, "Plans"): a plan takes every property a key's bucket can change
+ * when its plan changes, with the bucket's where it sets none; a property it does not take, a misspelt
+ * one, or a bad value fails start-up naming the bucket, the plan, the property and where it was set, every
+ * error at once, as the bucket's own properties do.
+ */
+class PlansConfigurationTests {
+
+	private final ApplicationContextRunner runner = new ApplicationContextRunner()
+		.withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class));
+
+	private static RateLimitConfigurationException failure(AssertableApplicationContext context) {
+		assertThat(context).hasFailed();
+		for (Throwable t = context.getStartupFailure(); t != null; t = t.getCause()) {
+			if (t instanceof RateLimitConfigurationException ex) {
+				return ex;
+			}
+		}
+		throw new AssertionError("no RateLimitConfigurationException", context.getStartupFailure());
+	}
+
+	private void fails(Consumer<RateLimitConfigurationException> check, String... properties) {
+		this.runner.withPropertyValues(properties).run((context) -> check.accept(failure(context)));
+	}
+
+	private static void failsInAWebApplication(Consumer<RateLimitConfigurationException> check, String... properties) {
+		new WebApplicationContextRunner().withConfiguration(AutoConfigurations.of(RateLimitAutoConfiguration.class))
+			.withPropertyValues(properties)
+			.run((context) -> {
+				assertThat(context).hasFailed();
+				for (Throwable t = context.getStartupFailure(); t != null; t = t.getCause()) {
+					if (t instanceof RateLimitConfigurationException ex) {
+						check.accept(ex);
+						return;
+					}
+				}
+				throw new AssertionError("no RateLimitConfigurationException", context.getStartupFailure());
+			});
+	}
+
+	@Test
+	void everyPlanErrorIsReportedAtOnceNamingBucketPlanPropertyAndFileAndLine() {
+		this.runner.withInitializer(new ConfigDataApplicationContextInitializer())
+			.withPropertyValues("spring.config.location=classpath:/plans-errors.yml")
+			.run((context) -> {
+				RateLimitConfigurationException ex = failure(context);
+				assertThat(ex.getErrors()).hasSize(4);
+				String description = ex.getDescription();
+				assertThat(description)
+					.contains("ratelimit.buckets.api.plans.pro.limt (class path resource [plans-errors.yml] - 8:17) is"
+							+ " not a bucket property; did you mean 'plans.pro.limit'?")
+					.contains("ratelimit.buckets.api.plans.team.initial (class path resource [plans-errors.yml] - 10:20)"
+							+ " is not accepted in a plan: a key's bucket starts full")
+					.contains("ratelimit.buckets.api.plans.team.capped-release (class path resource [plans-errors.yml]"
+							+ " - 11:27) is not accepted in a plan")
+					.contains("ratelimit.buckets.api.plans.team.max-wait is '5' (class path resource [plans-errors.yml]"
+							+ " - 12:21)")
+					.doesNotContain("buckets.fine");
+				assertThat(ex.getAction()).contains("a duration with a unit");
+			});
+	}
+
+	@Test
+	void aValueABucketWouldRefuseIsRefusedInAPlanNamingThePlansProperty() {
+		fails((ex) -> assertThat(ex.getDescription())
+			.startsWith("Bucket 'api': ratelimit.buckets.api.plans.pro.rate is -5, which is not accepted."),
+				"ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.rate=-5");
+		fails((ex) -> assertThat(ex.getDescription()).contains("ratelimit.buckets.api.plans.pro.burst-ratio applies to"
+				+ " hybrid buckets only"), "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.burst-ratio=2");
+		fails((ex) -> assertThat(ex.getDescription()).contains("ratelimit.buckets.q.plans.pro.rate does not apply to a quota"),
+				"ratelimit.buckets.q.type=quota", "ratelimit.buckets.q.limit=100", "ratelimit.buckets.q.calendar=day",
+				"ratelimit.buckets.q.plans.pro.rate=5");
+		fails((ex) -> assertThat(ex.getDescription()).contains("has plans (pro) and backend redis: plans are not"
+				+ " available yet on Redis"), "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.backend=redis",
+				"ratelimit.buckets.api.plans.pro.rate=100");
+		fails((ex) -> assertThat(ex.getDescription()).contains("is of type hybrid and has plans, but no limit"),
+				"ratelimit.buckets.p.type=hybrid", "ratelimit.buckets.p.rate=10",
+				"ratelimit.buckets.p.plans.pro.rate=100");
+	}
+
+	@Test
+	void aPlanTakesTheBucketsSettingsItDoesNotSet() {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.limit=15",
+					"ratelimit.buckets.api.max-wait=0", "ratelimit.buckets.api.plans.pro.rate=100",
+					"ratelimit.buckets.api.plans.pro.max-wait=2s", "ratelimit.buckets.api.plans.big.limit=50",
+					"ratelimit.buckets.d.rate=10", "ratelimit.buckets.d.plans.pro.rate=100",
+					"ratelimit.buckets.q.type=quota", "ratelimit.buckets.q.limit=100", "ratelimit.buckets.q.calendar=day",
+					"ratelimit.buckets.q.plans.pro.limit=1000")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				BucketDefinition.Shared pro = (BucketDefinition.Shared) registry.get("api").plans().get("pro");
+				assertThat(pro.rate()).isEqualByComparingTo("100");
+				assertThat(pro.limit()).as("the bucket's limit").isEqualTo(15);
+				assertThat(pro.maxWait()).hasSeconds(2);
+				BucketDefinition.Shared big = (BucketDefinition.Shared) registry.get("api").plans().get("big");
+				assertThat(big.rate()).isEqualByComparingTo("10");
+				assertThat(big.limit()).isEqualTo(50);
+				assertThat(big.maxWait()).isZero();
+				// the bucket sets no limit: the plan's is one period of its own rate
+				assertThat(((BucketDefinition.Shared) registry.get("d").plans().get("pro")).limit()).isEqualTo(100);
+				assertThat(((BucketDefinition.Quota) registry.get("q").plans().get("pro")).limit()).isEqualTo(1000);
+			});
+	}
+
+	@Test
+	void aPlanOnAnAnnotationNeedsAKeyAndABucketWithPlans() {
+		this.runner.withUserConfiguration(PlanWithoutKey.class)
+			.withPropertyValues("ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.rate=100")
+			.run((context) -> assertThat(failure(context).getDescription()).contains("plan '#plan'")
+				.contains("has no key"));
+		this.runner.withUserConfiguration(PlanWithoutPlans.class)
+			.withPropertyValues("ratelimit.buckets.api.rate=10")
+			.run((context) -> assertThat(failure(context).getDescription())
+				.contains("names a plan ('#plan') for bucket 'api', which has no plans"));
+	}
+
+	@Test
+	void aWebRulesPlanNeedsAKeyAndABucketWithPlans() {
+		failsInAWebApplication((ex) -> assertThat(ex.getDescription()).contains("ratelimit.web.rules[0].plan is 'header:X-Plan', but the"
+				+ " rule has no key"), "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.rate=100",
+				"ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].plan=header:X-Plan");
+		failsInAWebApplication((ex) -> assertThat(ex.getDescription()).contains("ratelimit.web.rules[0].plan is 'header:X-Plan', but"
+				+ " bucket 'api' has no plans"), "ratelimit.buckets.api.rate=10", "ratelimit.web.rules[0].paths=/api/**",
+				"ratelimit.web.rules[0].bucket=api", "ratelimit.web.rules[0].key=ip",
+				"ratelimit.web.rules[0].plan=header:X-Plan");
+		failsInAWebApplication((ex) -> assertThat(ex.getDescription()).contains("ratelimit.web.rules[0].plan"),
+				"ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.rate=100",
+				"ratelimit.web.rules[0].paths=/api/**", "ratelimit.web.rules[0].bucket=api",
+				"ratelimit.web.rules[0].key=ip", "ratelimit.web.rules[0].plan=header:");
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class PlanWithoutKey {
+
+		@Bean
+		Service service() {
+			return new Service();
+		}
+
+		static class Service {
+
+			@RateLimited(value = "api", plan = "#plan")
+			public void call(String plan) {
+			}
+		}
+	}
+
+	@Configuration(proxyBeanMethods = false)
+	static class PlanWithoutPlans {
+
+		@Bean
+		Service service() {
+			return new Service();
+		}
+
+		static class Service {
+
+			@RateLimited(value = "api", key = "#key", plan = "#plan")
+			public void call(String key, String plan) {
+			}
+		}
+	}
+}
