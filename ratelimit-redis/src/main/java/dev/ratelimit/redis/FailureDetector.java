@@ -32,14 +32,22 @@ import org.jspecify.annotations.Nullable;
  *
  * <h2>Rules</h2>
  * <ol>
- * <li>Only failures trip: a call that failed, or that had no reply within the timeout. Load never
- * does (calls cost no thread, so nothing is rejected), and neither does one slow reply or a short
- * stall: the bucket switches to its policy after {@value #FAILURES_TO_TRIP} failed calls in a row,
- * where "in a row" means each was sent after the previous one was seen to fail. The calls caught
- * together in one stall count once however many they are, so tripping takes at least
- * {@code FAILURES_TO_TRIP} timeouts of no answer at all: a stall shorter than that (a failover, a
- * slow fork, a pause that Redis itself ends up to 100 ms late) never trips, because the calls sent
- * after the first timeout are answered when it ends, and any reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
+ * <li>Only failures trip, never load (contract revision 3). A call counts towards a switch when it
+ * fails: an error (not connected, the connection lost, an error reply such as out of memory, a read-only
+ * replica or a script error, a reply that is not the script's), or no reply within the timeout while Redis
+ * answers nothing at all, that is when the connection is lost (Lettuce failed to reconnect it), or when
+ * no call on its connection (any bucket's, in time or late) was answered since it was sent nor for a
+ * second before ({@link Answers}: a busy machine may keep Lettuce's thread from reading replies for
+ * several timeouts), and the connection is not being opened for the first time. A call that times out while replies keep arriving, however late, waited behind other calls (in
+ * Lettuce's queue, on a busy machine, behind a busy Redis): that is load. It is settled as a timeout (its
+ * caller applies the policy for that call alone, and the meters say {@code timeout}) and does not count.
+ * Any reply, in time or late, starts the count again. The bucket switches to its policy after
+ * {@value #FAILURES_TO_TRIP} counted failures in a row, where "in a row" means each was sent after the
+ * previous one was seen to fail. The calls caught together in one stall count once however many they
+ * are, so tripping on silence takes at least {@code FAILURES_TO_TRIP} timeouts in which nothing at all
+ * is answered: a stall shorter than that (a failover, a slow fork, a pause that Redis itself ends up to
+ * 100 ms late) never trips, and neither does any number of callers, since a Redis that answers some of
+ * them answers. Each failed call applies the policy at once, tripped or not.</li>
  * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
  * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
  * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off (a
@@ -103,6 +111,9 @@ final class FailureDetector {
 
 	private volatile @Nullable String lastError;
 
+	/** When the last call failed or timed out. */
+	private volatile long lastFailedNanos;
+
 	/**
 	 * Whether this key's detector, down, was forgotten by {@link #said} and the bucket said back since: its
 	 * next probe decides, without a word before it ({@link #send}).
@@ -123,6 +134,9 @@ final class FailureDetector {
 
 	/** Whether the connection is being reconnected now (rule 2). */
 	private final BooleanSupplier reconnecting;
+
+	/** When Redis last answered on this detector's connection (rule 1: a timeout counts only in silence). */
+	private final Answers answers;
 
 	/** Whether a call found the connection being reconnected since the last probe (rule 2). */
 	private volatile boolean sawReconnecting;
@@ -148,6 +162,18 @@ final class FailureDetector {
 	 */
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies, Said said, boolean droppable, BooleanSupplier reconnecting) {
+		this(bucket, policy, timeoutNanos, clock, replies, said, droppable, reconnecting, new Answers());
+	}
+
+	/**
+	 * @param answers when Redis last answered on the detector's connection (shared by the detectors of one
+	 *        connection to one server): a timeout counts towards a switch only when nothing was answered
+	 *        since its call was sent
+	 */
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies, Said said, boolean droppable, BooleanSupplier reconnecting,
+			Answers answers) {
+		this.answers = answers;
 		this.reconnecting = reconnecting;
 		this.said = said;
 		this.droppable = droppable;
@@ -162,8 +188,26 @@ final class FailureDetector {
 		return !this.down;
 	}
 
+	/**
+	 * An outage another bucket on the same connection found (nothing answered on it since), that this one's
+	 * calls, if any, have not said yet.
+	 *
+	 * @return the cause, or {@code null}
+	 */
+	@Nullable String connectionOutage() {
+		return this.answers.outage();
+	}
+
 	@Nullable String lastError() {
 		return this.lastError;
+	}
+
+	/**
+	 * Whether the last call settled failed, less than a timeout ago: a view asked for right after it (the
+	 * headers of a refusal) answers from what is known rather than wait for Redis a second time.
+	 */
+	boolean failedLately() {
+		return this.lastError != null && this.clock.getAsLong() - this.lastFailedNanos < this.timeoutNanos;
 	}
 
 	long remainingBackoffNanos() {
@@ -254,12 +298,18 @@ final class FailureDetector {
 		record(BackendHealth.Outcome.OK, nanos);
 	}
 
-	private void failed(Call call, BackendHealth.Outcome outcome, String error, long nanos) {
+	/**
+	 * @param silence whether the failure may count towards a switch: an error always may, a timeout only
+	 *        when nothing was answered since its call was sent (rule 1)
+	 */
+	private void failed(Call call, BackendHealth.Outcome outcome, String error, long nanos, boolean silence) {
 		long now = this.clock.getAsLong();
 		this.lastError = error;
+		this.lastFailedNanos = now;
 		// in a row: a failure counts only when its call was sent after the last counted one was seen, so
 		// calls caught together in one stall count once, whatever their number
-		boolean counts = this.failures.get() == 0 || call.sentNanos - this.lastCountedFailureNanos >= 0;
+		boolean counts = silence
+				&& (this.failures.get() == 0 || call.sentNanos - this.lastCountedFailureNanos >= 0);
 		int f = counts ? this.failures.incrementAndGet() : this.failures.get();
 		if (counts) {
 			this.lastCountedFailureNanos = now;
@@ -287,6 +337,7 @@ final class FailureDetector {
 			this.sawReconnecting = false;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
+			this.answers.switched(error);
 			if (this.said.down(this, error, now)) {
 				sayDown(f, error);
 			}
@@ -416,15 +467,20 @@ final class FailureDetector {
 			}
 			if (error != null) {
 				if (this.state.compareAndSet(PENDING, FAILED)) {
-					failed(this, BackendHealth.Outcome.ERROR, describe(error), nanos);
+					failed(this, BackendHealth.Outcome.ERROR, describe(error), nanos, true);
 				}
 				return;
 			}
 			this.reply = parsed;
+			FailureDetector.this.answers.heard(FailureDetector.this.clock.getAsLong());
 			FailureDetector.this.replies.accept(parsed, this.sentNanos);
 			boolean inTime = this.state.compareAndSet(PENDING, OK);
 			if (inTime) {
 				succeeded(this, nanos);
+			}
+			else {
+				// a late reply: Redis answers, however late (load), and the run of failures starts again (rule 1)
+				FailureDetector.this.failures.set(0);
 			}
 			if ((!inTime && !this.held) || this.discarded) {
 				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
@@ -504,9 +560,12 @@ final class FailureDetector {
 
 		private void timeOut() {
 			if (this.state.compareAndSet(PENDING, FAILED)) {
-				failed(this, BackendHealth.Outcome.TIMEOUT,
-						"no answer within " + Duration.ofNanos(FailureDetector.this.timeoutNanos),
-						FailureDetector.this.timeoutNanos);
+				// the real cause: a connection lost (refused since) rather than silence, when Lettuce says so
+				String lost = FailureDetector.this.answers.lost();
+				String error = (lost != null) ? "connection lost: " + lost
+						: "no answer within " + Duration.ofNanos(FailureDetector.this.timeoutNanos);
+				failed(this, BackendHealth.Outcome.TIMEOUT, error, FailureDetector.this.timeoutNanos,
+						FailureDetector.this.answers.silentSince(this.sentNanos, FailureDetector.this.clock.getAsLong()));
 			}
 		}
 
@@ -577,6 +636,99 @@ final class FailureDetector {
 					Thread.currentThread().interrupt();
 				}
 			}
+		}
+	}
+
+	/**
+	 * When Redis last answered a call on one connection to one server, whichever bucket's (rule 1): a call
+	 * that times out while replies keep arriving, however late, waited behind others (load), not for a
+	 * Redis that answers nothing. Shared by the detectors of the buckets on one connection; on a Redis
+	 * Cluster, where one node may answer while another does not, each detector has its own.
+	 */
+	static final class Answers {
+
+		private final BooleanSupplier opening;
+
+		private final Supplier<@Nullable String> lost;
+
+		private final long minSilenceNanos;
+
+		private volatile long lastNanos;
+
+		private volatile boolean any;
+
+		/**
+		 * The cause a detector of this connection switched for, until Redis answers any call on it: the
+		 * buckets nobody called since show it too (their health and gauge).
+		 */
+		private volatile @Nullable String outage;
+
+		/** Answers of one detector, on a connection that is open. */
+		Answers() {
+			this(() -> false, () -> null, 0);
+		}
+
+		/**
+		 * @param opening whether the connection is being opened for the first time: a call that times out
+		 *        then waited for the connection, and a connection that cannot be opened fails its calls
+		 *        (errors, which count)
+		 * @param lost why the connection was lost, while Lettuce reconnects it ({@code null} otherwise): the
+		 *        cause a timeout names then (calls wait in Lettuce's buffer meanwhile)
+		 * @param minSilenceNanos how long nothing must have been answered for a timeout to count: on a machine
+		 *        so busy that the client's own thread does not run for several timeouts, replies wait unread
+		 *        and the connection looks silent; a Redis that answers nothing stays so for longer (0: from the
+		 *        call's sending on; until the connection has answered once, a timeout then never counts)
+		 */
+		Answers(BooleanSupplier opening, Supplier<@Nullable String> lost, long minSilenceNanos) {
+			this.opening = opening;
+			this.lost = lost;
+			this.minSilenceNanos = minSilenceNanos;
+		}
+
+		/** Redis answered a call (in time or late) at {@code now}. */
+		void heard(long now) {
+			this.lastNanos = now;
+			this.any = true;
+			this.outage = null;
+		}
+
+		/** A detector of this connection switched to its policy for {@code error}. */
+		void switched(String error) {
+			this.outage = error;
+		}
+
+		/**
+		 * Why the buckets of this connection are down though their own calls (if any) did not say so: a
+		 * detector on it switched, and nothing has answered on it since.
+		 *
+		 * @return the cause, or {@code null}
+		 */
+		@Nullable String outage() {
+			return this.outage;
+		}
+
+		/** @return why the connection was lost, while Lettuce reconnects it; {@code null} otherwise */
+		@Nullable String lost() {
+			return this.lost.get();
+		}
+
+		/**
+		 * Whether a call sent at {@code sentNanos} that has timed out at {@code now} met silence: the
+		 * connection is lost, or nothing was answered since it was sent (nor for the minimum silence) and the
+		 * connection is not being opened.
+		 */
+		boolean silentSince(long sentNanos, long now) {
+			if (this.opening.getAsBoolean()) {
+				return false;
+			}
+			if (this.lost.get() != null) {
+				return true; // the connection is lost (Lettuce failed to reconnect it): an outage, not load
+			}
+			if (!this.any) {
+				return this.minSilenceNanos == 0;
+			}
+			// strictly after: an answer read at the same reading of the clock as the send says nothing of it
+			return this.lastNanos - sentNanos <= 0 && now - this.lastNanos >= this.minSilenceNanos;
 		}
 	}
 

@@ -222,7 +222,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, this.policy.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting);
+				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting, connection.answers());
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
@@ -322,23 +322,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * back at the next answer after that).
 	 *
 	 * <p>A bucket whose connection has never opened (Redis was not there, or refused the application, at
-	 * start-up) is down before any call finds it out.
+	 * start-up) is down before any call finds it out, and so is a bucket whose connection another bucket
+	 * found down (nothing answered on it since): a bucket nobody called since an outage began does not say
+	 * {@code up} (its health read probes it).
 	 *
 	 * @return {@code true} unless several calls in a row have failed, or the connection is not open
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp() && this.detector.sharedError() == null && this.connection.notConnected() == null;
+		return this.detector.isUp() && this.detector.sharedError() == null && this.connection.notConnected() == null
+				&& this.detector.connectionOutage() == null;
 	}
 
-	/** Whether Lettuce is reconnecting the bucket's connection now (for tests). */
-	boolean connectionReconnecting() {
-		return this.connection.reconnecting();
-	}
-
-	/** The master address the bucket's connection moved to after Sentinel's last switch (for tests). */
-	@Nullable String connectionFollowedMaster() {
-		return this.connection.followedMaster();
+	/** The bucket's connection (for tests: whether Lettuce reconnects it, where Sentinel moved it). */
+	ScriptConnection connection() {
+		return this.connection;
 	}
 
 	/**
@@ -357,7 +355,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	public Supplier<String> startHealthRead() {
 		// a bucket said down may get no calls at all (a load balancer takes the instance out of rotation on
 		// its health): the read itself asks Redis when a probe is due, so that it finds Redis back
-		Call probe = isUp() ? null : send(this.tune.current(), Mode.PEEK, 0, 0, "");
+		Call probe = isUp() ? null : send(this.tune.current(), probeMode(), 0, 0, "");
 		return () -> {
 			if (probe != null) {
 				probe.awaitUninterruptibly();
@@ -375,14 +373,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (error == null) {
 			error = this.connection.notConnected();
 		}
+		if (error == null) {
+			error = this.detector.connectionOutage(); // found by another bucket on the connection
+		}
 		return (error != null) ? "down: " + error : "up";
 	}
 
 	/**
-	 * Tells {@code listener} the bucket's mode switched for every instance (kept in Redis with its retune)
-	 * whenever a reply changes it, and at once the mode last read: {@code true} shadow, {@code false}
-	 * enforce, {@code null} as each instance's configuration says. The mode is one per bucket name on this
-	 * instance, shared by its overflow bucket and its keys' buckets.
+	 * Tells {@code listener} the mode switched for every instance (kept with the retune) when a reply changes
+	 * it, and at once the mode last read: {@code true} shadow, {@code false} enforce, {@code null} as configured.
 	 *
 	 * @param listener told the mode; quick (it runs on Lettuce's thread)
 	 */
@@ -391,14 +390,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Switches the bucket's mode for every instance: stored in Redis with its retune, waiting for Redis's
-	 * answer at most the timeout.
+	 * Switches the bucket's mode for every instance (stored with its retune; waits at most the timeout).
 	 *
 	 * @param shadow {@code true} for shadow mode, {@code false} for enforce
 	 * @throws dev.ratelimit.core.BackendUnavailableException when Redis does not answer: nothing changed
 	 */
 	public void switchMode(boolean shadow) {
 		this.tune.switchMode(shadow);
+	}
+
+	/**
+	 * A read's mode: {@code peek} (writes nothing); on the policy {@code sync}, a write that changes nothing,
+	 * as the read may be the probe: a Redis that answers reads and refuses writes must not put it back.
+	 */
+	private Mode probeMode() {
+		return this.detector.isUp() ? Mode.PEEK : Mode.SYNC;
 	}
 
 	@Override
@@ -580,7 +586,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public RateLimiterSnapshot snapshot() {
 		Settings asked = awaitSettings();
-		Call call = send(asked, Mode.PEEK, 0, 0, "");
+		// right after a call Redis did not answer (a refusal's headers): from what is known, not waiting again
+		Call call = this.detector.failedLately() ? null : send(asked, probeMode(), 0, 0, "");
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		// a key's bucket shows the settings its call passed; the others, those the reply says are in force
 		Settings s = this.keyBucket ? asked : this.tune.current();
