@@ -438,6 +438,17 @@ final class FailureDetector {
 		/** Whether a late grant waits for its caller's decision ({@link #holdWhenLate}) instead of going back. */
 		private volatile boolean held;
 
+		/** Whether its caller kept a late grant ({@link #keepWhenLate}): it stays in Redis. */
+		private volatile boolean kept;
+
+		/** Whether a late reply's place in the queue has been left: once. */
+		private final AtomicBoolean left = new AtomicBoolean();
+
+		/** What gives back a kept late grant's lease once the call that ran has ended ({@link #endKept}). */
+		private volatile @Nullable Runnable keptRelease;
+
+		private final AtomicBoolean keptReleased = new AtomicBoolean();
+
 		private volatile @Nullable Reply reply;
 
 		private Call(CompletableFuture<List<Object>> future, long sentNanos, boolean probe,
@@ -482,17 +493,33 @@ final class FailureDetector {
 				// a late reply: Redis answers, however late (load), and the run of failures starts again (rule 1)
 				FailureDetector.this.failures.set(0);
 			}
-			if ((!inTime && !this.held) || this.discarded) {
+			if ((!inTime && (!this.held || parsed.queued())) || this.discarded) {
 				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
-				// one waits for keepWhenLate or discard)
+				// grant waits for keepWhenLate or discard; a place in the queue is never of use to a call that
+				// timed out, held or not)
 				giveBackUnused(parsed);
+			}
+			else if (!inTime) {
+				releaseKept(parsed);
 			}
 		}
 
 		private void giveBackUnused(Reply parsed) {
-			if (this.lateReply != null && (parsed.granted() || parsed.queued())
-					&& this.decided.compareAndSet(false, true)) {
+			if (this.lateReply == null) {
+				return;
+			}
+			// a grant goes back unless its caller took or kept it; a place in the queue is left once
+			if ((parsed.granted() && this.decided.compareAndSet(false, true))
+					|| (parsed.queued() && this.left.compareAndSet(false, true))) {
 				this.lateReply.accept(parsed);
+			}
+		}
+
+		/** A kept late grant of a call that has ended: its lease goes back, once. */
+		private void releaseKept(Reply parsed) {
+			Runnable release = this.keptRelease;
+			if (release != null && this.kept && parsed.granted() && this.keptReleased.compareAndSet(false, true)) {
+				release.run();
 			}
 		}
 
@@ -514,7 +541,26 @@ final class FailureDetector {
 		 * @return {@code false} when the late reply came first and was given back already
 		 */
 		boolean keepWhenLate() {
-			return this.decided.compareAndSet(false, true);
+			boolean keep = this.decided.compareAndSet(false, true);
+			if (keep) {
+				this.kept = true;
+			}
+			return keep;
+		}
+
+		/**
+		 * The call that {@link #keepWhenLate} kept the late grant of has ended (a capped call's permit
+		 * closed): {@code release} gives back the grant's lease, now if the grant has come, else when it comes,
+		 * exactly once. Nothing when no grant was kept.
+		 *
+		 * @param release what releases the lease in Redis
+		 */
+		void endKept(Runnable release) {
+			this.keptRelease = release;
+			Reply late = this.reply; // complete() writes it before it reads keptRelease: one of the two sees the other
+			if (late != null) {
+				releaseKept(late);
+			}
 		}
 
 		/**

@@ -74,8 +74,12 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * out the instances together may go up to each one's own bound (the README's "One slow reply"). When the bucket switches to its policy,
  * the in-memory bucket goes on from there: it started full when the bucket was made, and a switch does
  * not fill it again (that would let this instance take {@code limit} more at once, beyond its bound); it
- * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate, not
- * Redis's tokens in flight.)
+ * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate; the
+ * tokens in flight on this instance, whoever granted them, are counted apart, {@link FailurePolicy.Flight}:
+ * the policy lets a call through only within the limit less what this instance holds, and a grant of Redis
+ * that would take this instance past its limit goes back, so one instance never has more than {@code limit}
+ * in flight. A capped call the policy let through after its call went unanswered keeps that call's late
+ * grant in Redis until it ends, so that Redis counts the call that runs.)
  *
  * <h2>Capped release across instances</h2>
  * Each call's tokens are held under a lease ({@code <instance>:<sequence>#<n>}) with a deadline,
@@ -179,8 +183,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final AtomicLong ids = new AtomicLong();
 
-	/** Leases of capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}. */
-	private final Queue<String> tryLeases = new ConcurrentLinkedQueue<>();
+	/**
+	 * Capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}: Redis's leases, and the
+	 * grants of the failure policy (which hold this instance's count of tokens in flight, and a late grant
+	 * of Redis kept for the call).
+	 */
+	private final Queue<TryLease> tryLeases = new ConcurrentLinkedQueue<>();
+
+	/** Capped tokens a {@link #tryAcquire(long)} took, and what gives them back. */
+	private record TryLease(long n, Runnable release) {
+	}
 
 	/** Capped leases taken here and not released yet: with callers waiting, what keeps this bucket busy. */
 	private final AtomicInteger held = new AtomicInteger();
@@ -426,16 +438,26 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
 			boolean granted = this.policy.tryAcquire(n, call, this.tune);
+			if (granted && s.capped()) {
+				// released like a lease: this instance's count in flight, and the late grant the policy kept
+				this.tryLeases.add(new TryLease(n, () -> releasePolicyGrant(n, call, id)));
+			}
 			record(granted);
 			return granted;
 		}
 		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
+		if (granted && s.capped() && !this.policy.admit(n, this.tune)) {
+			// this instance holds the limit in flight already (calls its local policy let through, which Redis does
+			// not count): the grant goes back
+			sendUnconditionally(Mode.REFUND, n, id);
+			granted = false;
+		}
 		if (granted) {
 			mirror(Mode.CHARGE, n);
 		}
 		if (granted && s.capped()) {
 			this.held.incrementAndGet();
-			this.tryLeases.add(id);
+			this.tryLeases.add(new TryLease(n, () -> releaseLease(id, n)));
 		}
 		record(granted);
 		return granted;
@@ -494,10 +516,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (!this.tune.configured().capped() || n == 0) {
 			return;
 		}
-		String suffix = "#" + n;
-		for (String id : this.tryLeases) {
-			if (id.endsWith(suffix) && this.tryLeases.remove(id)) {
-				releaseLease(id);
+		for (TryLease lease : this.tryLeases) {
+			if (lease.n() == n && this.tryLeases.remove(lease)) {
+				lease.release().run();
 				return;
 			}
 		}
@@ -505,9 +526,23 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				+ " tokens taken by tryAcquire");
 	}
 
-	void releaseLease(String id) {
+	/** Releases the lease {@code id} of {@code n} tokens that Redis granted here. */
+	void releaseLease(String id, long n) {
 		this.held.decrementAndGet();
 		sendUnconditionally(Mode.RELEASE, 0, id);
+		this.policy.released(n);
+		releasedSomewhere();
+	}
+
+	/**
+	 * Releases {@code n} capped tokens that the failure policy let through after {@code call} (if any) went
+	 * unanswered: this instance's count in flight, and the grant of Redis kept for it, now or when it comes.
+	 */
+	void releasePolicyGrant(long n, @Nullable Call call, String id) {
+		this.policy.released(n);
+		if (call != null) {
+			call.endKept(() -> sendUnconditionally(Mode.RELEASE, 0, id));
+		}
 		releasedSomewhere();
 	}
 
@@ -563,7 +598,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public boolean isIdle() {
-		boolean idle = this.waiting.get() == 0 && this.held.get() == 0;
+		FailurePolicy.Flight flight = this.policy.flight();
+		boolean idle = this.waiting.get() == 0 && this.held.get() == 0 && (flight == null || flight.tokens() == 0);
 		if (idle && this.subscribed.compareAndSet(true, false)) {
 			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
 			// releases later subscribes again (a release published meanwhile is found by its next ask)
