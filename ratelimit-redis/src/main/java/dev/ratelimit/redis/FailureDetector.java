@@ -41,7 +41,12 @@ import org.jspecify.annotations.Nullable;
  * several timeouts), and the connection is not being opened for the first time. A call that times out while replies keep arriving, however late, waited behind other calls (in
  * Lettuce's queue, on a busy machine, behind a busy Redis): that is load. It is settled as a timeout (its
  * caller applies the policy for that call alone, and the meters say {@code timeout}) and does not count.
- * Any reply, in time or late, starts the count again. The bucket switches to its policy after
+ * Any reply, in time or late, starts the count again. The failures are counted in two runs: the
+ * detector's own, and the bucket's ({@link Said}: its detectors together, its overflow bucket's and its keys'
+ * included, so that a bucket used with many keys, each called a few times or dropped when idle and made
+ * again, switches like any other). A detector switches when either run reaches the count; any answer to
+ * any of them starts the bucket's run again (on a Redis Cluster a key on a node that does not answer still
+ * switches on its own run). The bucket switches to its policy after
  * {@value #FAILURES_TO_TRIP} counted failures in a row, where "in a row" means each was sent after the
  * previous one was seen to fail. The calls caught together in one stall count once however many they
  * are, so tripping on silence takes at least {@code FAILURES_TO_TRIP} timeouts in which nothing at all
@@ -282,6 +287,7 @@ final class FailureDetector {
 
 	private void succeeded(Call call, long nanos) {
 		this.failures.set(0);
+		this.said.run.set(0);
 		this.stale = false;
 		if (call.probe) {
 			this.probing.set(false);
@@ -314,6 +320,13 @@ final class FailureDetector {
 		if (counts) {
 			this.lastCountedFailureNanos = now;
 		}
+		// the bucket's run, all its detectors together (its keys' included: rule 1), by the same rule
+		boolean bucketCounts = silence
+				&& (this.said.run.get() == 0 || call.sentNanos - this.said.lastCountedNanos >= 0);
+		int run = bucketCounts ? this.said.run.incrementAndGet() : this.said.run.get();
+		if (bucketCounts) {
+			this.said.lastCountedNanos = now;
+		}
 		if (call.probe) {
 			this.probing.set(false);
 			if (this.down) {
@@ -332,14 +345,14 @@ final class FailureDetector {
 		// bucket back on Redis (rule 2: the first answer does), and the probe's failure then counts in the run like
 		// any failure (rule 1): when it is the FAILURES_TO_TRIP-th in a row, the bucket switches now, not one
 		// failure later
-		if (!this.down && counts && f >= FAILURES_TO_TRIP) {
+		if (!this.down && ((counts && f >= FAILURES_TO_TRIP) || (bucketCounts && run >= FAILURES_TO_TRIP))) {
 			this.failedProbes = 0;
 			this.sawReconnecting = false;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
 			this.answers.switched(error);
 			if (this.said.down(this, error, now)) {
-				sayDown(f, error);
+				sayDown(Math.max(f, run), error);
 			}
 		}
 		record(outcome, nanos);
@@ -492,6 +505,7 @@ final class FailureDetector {
 			else {
 				// a late reply: Redis answers, however late (load), and the run of failures starts again (rule 1)
 				FailureDetector.this.failures.set(0);
+				FailureDetector.this.said.run.set(0);
 			}
 			if ((!inTime && (!this.held || parsed.queued())) || this.discarded) {
 				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
@@ -803,6 +817,15 @@ final class FailureDetector {
 
 		/** The error said at WARN, until said back at INFO. */
 		private volatile @Nullable String error;
+
+		/**
+		 * The bucket's run of failures in a row, its detectors' together (rule 1): a bucket used with many
+		 * keys, each called a few times (or dropped when idle and made again), switches like any other.
+		 */
+		private final AtomicInteger run = new AtomicInteger();
+
+		/** When the last failure that counted towards {@link #run} was seen. */
+		private volatile long lastCountedNanos;
 
 		/** When {@link #forgetQuiet} next looks for forgotten detectors. */
 		private volatile long nextForgetNanos;

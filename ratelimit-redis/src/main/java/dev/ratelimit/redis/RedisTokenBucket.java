@@ -412,11 +412,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * A read's mode: {@code peek} (writes nothing); on the policy {@code sync}, a write that changes nothing,
-	 * as the read may be the probe: a Redis that answers reads and refuses writes must not put it back.
+	 * A read's mode: {@code peek} (writes nothing); while the bucket (or one of its keys' buckets) is on the
+	 * policy {@code sync}, a write that changes nothing, as the read may be the probe: a Redis that answers
+	 * reads and refuses writes must not put it back.
 	 */
 	private Mode probeMode() {
-		return this.detector.isUp() ? Mode.PEEK : Mode.SYNC;
+		return (this.detector.isUp() && this.detector.sharedError() == null) ? Mode.PEEK : Mode.SYNC;
 	}
 
 	@Override

@@ -1,6 +1,7 @@
 package dev.ratelimit.redis;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 
 import ch.qos.logback.classic.Level;
@@ -131,5 +132,78 @@ class RedisErrorReplyTests {
 		}
 		assertThat(bucket.isUp()).isTrue();
 		assertThat(said(Level.INFO)).hasSize(1);
+	}
+
+	/**
+	 * A bucket used with keys, each key called once or twice (a bucket per user or per address): before, each
+	 * key's bucket counted only its own failures, so such a bucket never switched, never logged and said
+	 * {@code up} through 19,136 failed calls. The detector is the bucket's, keys included (contract revision 3).
+	 */
+	@Test
+	void aKeyedBucketSwitchesOnErrorRepliesAcrossItsKeysSaysSoOnceAndComesBackOnlyWhenWritesWork()
+			throws InterruptedException {
+		RedisBuckets buckets = new RedisBuckets(this.redis.connectionFactory(Duration.ofSeconds(30)));
+		try {
+			RedisTokenBucket bucket = buckets.build(keyed(), null, (first) -> {
+			});
+			List<RedisTokenBucket> keys = new ArrayList<>();
+			for (int i = 0; i < 40; i++) {
+				keys.add(buckets.build(keyed(), "user-" + i, (first) -> {
+				}));
+			}
+			assertThat(keys.get(0).tryAcquire(1)).isTrue();
+			fill(this.redis.admin());
+			for (RedisTokenBucket key : keys) {
+				assertThat(key.tryAcquire(1)).isFalse(); // each key called once
+			}
+			assertThat(bucket.isUp()).as("the bucket's gauge").isFalse();
+			assertThat(bucket.health()).as("the bucket's health").startsWith("down: ").contains("OOM");
+			assertThat(said(Level.WARN)).hasSize(1);
+			assertThat(said(Level.WARN).get(0).getFormattedMessage()).contains("OOM");
+			// calls of every key and health reads for a while: Redis still refuses every write
+			long until = System.nanoTime() + Duration.ofSeconds(1).toNanos();
+			while (System.nanoTime() - until < 0) {
+				assertThat(bucket.health()).startsWith("down: ");
+				for (RedisTokenBucket key : keys) {
+					key.tryAcquire(1);
+				}
+				Thread.sleep(10);
+			}
+			assertThat(said(Level.INFO)).as("said back while every write fails").isEmpty();
+			this.redis.admin().configSet("maxmemory", "0");
+			long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+			while (!bucket.health().equals("up") && System.nanoTime() - deadline < 0) {
+				for (RedisTokenBucket key : keys) {
+					key.tryAcquire(1); // each key's probe, when due, finds Redis back
+				}
+				Thread.sleep(50);
+			}
+			assertThat(bucket.isUp()).isTrue();
+			assertThat(said(Level.INFO)).hasSize(1);
+			assertThat(said(Level.WARN)).hasSize(1);
+		}
+		finally {
+			buckets.close();
+		}
+	}
+
+	private static RedisTokenBucket.Builder keyed() {
+		return RedisTokenBucket.builder().name("full").rate(1, Duration.ofHours(1)).limit(1000)
+			.timeout(Duration.ofMillis(500)).onFailure(RedisTokenBucket.OnFailure.DENY);
+	}
+
+	/** Fills Redis up to a {@code maxmemory} of 1 MB with {@code noeviction}: every write is refused (OOM). */
+	private static void fill(RedisCommands<String, String> admin) {
+		admin.configSet("maxmemory-policy", "noeviction");
+		admin.configSet("maxmemory", "1mb");
+		String value = "x".repeat(64 * 1024);
+		for (int i = 0; i < 1000; i++) {
+			try {
+				admin.set("filler:" + i, value);
+			}
+			catch (RuntimeException ex) {
+				break; // OOM: full
+			}
+		}
 	}
 }
