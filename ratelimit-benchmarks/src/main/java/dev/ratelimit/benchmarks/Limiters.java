@@ -3,7 +3,9 @@ package dev.ratelimit.benchmarks;
 import java.time.Duration;
 
 import com.google.common.util.concurrent.RateLimiter;
+import dev.ratelimit.core.CalendarQuota;
 import dev.ratelimit.core.HybridRateLimiter;
+import dev.ratelimit.core.QuotaCalendar;
 import dev.ratelimit.core.SharedTokenBucket;
 import io.github.bucket4j.Bandwidth;
 import io.github.bucket4j.Bucket;
@@ -11,7 +13,7 @@ import io.github.resilience4j.ratelimiter.RateLimiterConfig;
 import io.github.resilience4j.ratelimiter.internal.AtomicRateLimiter;
 
 /**
- * The five limiters under test, each built for a rate per second and a burst in tokens, with their
+ * The limiters under test (ours: the rover bucket, the pacer, the calendar quota; the peers), each built for a rate per second and a burst in tokens, with their
  * try call and their blocking call behind one interface.
  */
 public enum Limiters {
@@ -49,6 +51,29 @@ public enum Limiters {
 				@Override
 				public void acquire() throws InterruptedException {
 					pacer.acquire(1, Duration.ofMinutes(1)).close();
+				}
+			};
+		}
+	},
+
+	/**
+	 * A calendar quota of a minute's worth of the rate per calendar minute: permissive, it never runs out
+	 * in a run; saturated, it runs out within seconds and refuses until the minute turns.
+	 */
+	QUOTA {
+		@Override
+		Limiter create(long perSecond, long burst) {
+			CalendarQuota quota = CalendarQuota.builder().limit(Math.min(perSecond * 60, 1L << 50))
+				.calendar(QuotaCalendar.Unit.MINUTE).build();
+			return new Limiter() {
+				@Override
+				public boolean tryAcquire() {
+					return quota.tryAcquire(1);
+				}
+
+				@Override
+				public void acquire() throws InterruptedException {
+					quota.acquire(1, Duration.ofMinutes(1)).close();
 				}
 			};
 		}

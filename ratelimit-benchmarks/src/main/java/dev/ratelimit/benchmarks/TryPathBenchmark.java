@@ -29,7 +29,7 @@ import org.openjdk.jmh.annotations.Warmup;
 @State(Scope.Benchmark)
 public class TryPathBenchmark {
 
-	@Param({ "SHARED", "HYBRID", "GUAVA", "RESILIENCE4J", "BUCKET4J" })
+	@Param({ "SHARED", "HYBRID", "QUOTA", "GUAVA", "RESILIENCE4J", "BUCKET4J" })
 	public Limiters limiter;
 
 	@Param({ "permissive", "saturated" })

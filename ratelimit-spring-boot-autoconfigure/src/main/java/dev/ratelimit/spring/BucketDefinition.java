@@ -139,20 +139,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		}
 		RateLimitProperties.Redis redis = bucket.getRedis();
 		checkRedis(name, redis);
-		Long limit = bucket.getLimit();
 		if (type == BucketType.HYBRID) {
-			if (bucket.getInitial() != null) {
-				throw RateLimitConfigurationException.wrongType(name, "initial", type.value(), "shared");
-			}
-			if (bucket.getCappedRelease() != null) {
-				throw RateLimitConfigurationException.wrongType(name, "capped-release", type.value(), "shared");
-			}
-			if (backend != Backend.LOCAL) {
-				throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
-						"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
-			}
-			return new Hybrid(name, bucket.getRate(), period, exact, limit, maxWait, bucket.getBurstRatio(),
-					bucket.getMaxBacklog(), keysMax(name, bucket));
+			return hybrid(name, bucket, backend, exact, maxWait);
 		}
 		if (bucket.getBurstRatio() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "burst-ratio", type.value(), "hybrid");
@@ -160,6 +148,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		if (bucket.getMaxBacklog() != null) {
 			throw RateLimitConfigurationException.wrongType(name, "max-backlog", type.value(), "hybrid");
 		}
+		Long limit = bucket.getLimit();
 		if (backend != Backend.LOCAL && bucket.getInitial() != null) {
 			throw RateLimitConfigurationException.invalidProperty(name, "initial", bucket.getInitial(),
 					"nothing: a bucket on Redis is shared by every instance and starts full; remove it");
@@ -298,6 +287,24 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	/** Checks a quota: what it refuses, what it needs, the zone's default. */
+	/** The rest of {@link #of}'s checks for a pacer ({@code type: hybrid}), whose rate and max-wait are checked. */
+	private static Hybrid hybrid(String name, RateLimitProperties.Bucket bucket, Backend backend, Rate exact,
+			Duration maxWait) {
+		String type = BucketType.HYBRID.value();
+		if (bucket.getInitial() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "initial", type, "shared");
+		}
+		if (bucket.getCappedRelease() != null) {
+			throw RateLimitConfigurationException.wrongType(name, "capped-release", type, "shared");
+		}
+		if (backend != Backend.LOCAL) {
+			throw RateLimitConfigurationException.invalidProperty(name, "backend", backend.value(),
+					"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
+		}
+		return new Hybrid(name, bucket.getRate(), bucket.getPeriod(), exact, bucket.getLimit(), maxWait,
+				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket));
+	}
+
 	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend) {
 		refuseOnQuota(name, "rate", bucket.getRate() != null);
 		refuseOnQuota(name, "period", bucket.isPeriodSet());

@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
+import java.util.function.ToLongFunction;
 
 import dev.ratelimit.core.RateLimiter;
 import org.jspecify.annotations.Nullable;
@@ -23,6 +24,8 @@ final class ConfiguredBucket implements RegisteredBucket {
 	private volatile @Nullable KeyedBuckets keyed;
 
 	private final List<Consumer<KeyedBuckets>> whenKeyed = new ArrayList<>();
+
+	private volatile @Nullable ToLongFunction<@Nullable Object> heldBack;
 
 	private final BucketStats stats;
 
@@ -82,6 +85,17 @@ final class ConfiguredBucket implements RegisteredBucket {
 		else if (current instanceof BucketDefinition.Hybrid hybrid && hybrid.limit() != null) {
 			bucket.updateLimit(hybrid.limit());
 		}
+	}
+
+	@Override
+	public long heldBackTo(@Nullable Object key) {
+		ToLongFunction<@Nullable Object> level = this.heldBack;
+		return (level != null) ? level.applyAsLong(key) : Long.MAX_VALUE;
+	}
+
+	@Override
+	public void holdBackBy(ToLongFunction<@Nullable Object> level) {
+		this.heldBack = level;
 	}
 
 	@Override

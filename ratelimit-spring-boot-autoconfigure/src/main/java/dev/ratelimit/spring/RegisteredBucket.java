@@ -3,8 +3,10 @@ package dev.ratelimit.spring;
 import java.math.BigDecimal;
 import java.time.Duration;
 import java.util.function.Consumer;
+import java.util.function.ToLongFunction;
 
 import dev.ratelimit.core.RateLimiter;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A bucket of the application as it was configured, with the limiter that enforces it.
@@ -101,4 +103,26 @@ public interface RegisteredBucket {
 	 * @param action what to run
 	 */
 	void whenKeyed(Consumer<KeyedBuckets> action);
+
+	/**
+	 * The level something outside the bucket holds its calls to now (contract revision 3: what the servers
+	 * answered to outbound calls: {@code 0} while paused, the lowered level while lowered), for the views'
+	 * {@code available}.
+	 *
+	 * @param key the key, or {@code null} for the bucket itself
+	 * @return the level, {@code Long.MAX_VALUE} when nothing holds the bucket back
+	 */
+	default long heldBackTo(@Nullable Object key) {
+		return Long.MAX_VALUE;
+	}
+
+	/**
+	 * Sets what holds the bucket's calls back beyond its own tokens (the outbound rules' gates), read by
+	 * {@link #heldBackTo(Object)}. Replaces the one set before.
+	 *
+	 * @param level the level per key ({@code null} for the bucket itself)
+	 */
+	default void holdBackBy(ToLongFunction<@Nullable Object> level) {
+		throw new UnsupportedOperationException("bucket '" + name() + "' cannot be held back");
+	}
 }

@@ -85,6 +85,20 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 	 * @return its view
 	 */
 	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys) {
+		return of(bucket, limiter, keys, null);
+	}
+
+	/**
+	 * The view of a bucket's limiter, or of one of its keys' buckets; {@code available} is at most the level
+	 * the servers' answers to outbound calls leave it (contract revision 3: 0 while paused).
+	 *
+	 * @param bucket the bucket, for its settings as configured
+	 * @param limiter the limiter shown: the bucket's, or a key's
+	 * @param keys the keys count to show
+	 * @param key the key whose bucket {@code limiter} is, or {@code null} for the bucket itself
+	 * @return its view
+	 */
+	public static BucketView of(RegisteredBucket bucket, RateLimiter limiter, int keys, @Nullable Object key) {
 		RateLimiterSnapshot s = limiter.snapshot();
 		RateLimiterSnapshot.Pools p = s.pools();
 		Pools pools = (p != null) ? new Pools(number(p.active()), number(p.burst()), number(p.waiting())) : null;
@@ -100,8 +114,9 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 			rate = BigDecimal.valueOf(s.rate());
 			period = s.period();
 		}
+		double available = Math.min(s.available(), (double) bucket.heldBackTo(key));
 		return new BucketView(bucket.type(), bucket.backend(), rate, period.toString(),
-				number(s.limit()), number(s.available()), number(s.deficiency()), s.waiting(), number(s.inFlight()),
+				number(s.limit()), number(available), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
 				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null,
 				bucket.stats().shadowRejected());

@@ -98,8 +98,9 @@ public class RateLimitsEndpoint {
 		if (bucket == null || bucket.keys() == 0) {
 			return null;
 		}
-		RateLimiter limiter = bucket.keyed().find(String.join("/", key));
-		return (limiter != null) ? BucketView.of(bucket, limiter, 0) : null;
+		String whole = String.join("/", key);
+		RateLimiter limiter = bucket.keyed().find(whole);
+		return (limiter != null) ? BucketView.of(bucket, limiter, 0, whole) : null;
 	}
 
 	/**

@@ -34,6 +34,9 @@ final class ClientLimits {
 
 	private final ClientRules.Gates[] gates;
 
+	/** Each rule's bucket, whose {@code rejected} counts the calls its gate refuses. */
+	private final RegisteredBucket[] buckets;
+
 	private final ClientRules owner;
 
 	ClientLimits(ClientRules.Compiled[] rules, RegisteredBucket[] buckets, ClientRules.Gates[] gates,
@@ -49,6 +52,7 @@ final class ClientLimits {
 		}
 		this.limits = Limits.of(limits);
 		this.gates = gates;
+		this.buckets = buckets;
 		this.owner = owner;
 	}
 
@@ -144,7 +148,9 @@ final class ClientLimits {
 		return refusing;
 	}
 
+	/** A refusal by rule {@code i}'s gate, counted in its bucket's {@code rejected} as a refusal for tokens is. */
 	RateLimitExceededException refusal(int i, OutboundCall call, long now) {
+		this.buckets[i].stats().recordRejected();
 		return GatedReservation.refusal(this.rules[i].bucket, call.keys[i], this.costs[i],
 				call.gates[i].delay(this.costs[i], now));
 	}

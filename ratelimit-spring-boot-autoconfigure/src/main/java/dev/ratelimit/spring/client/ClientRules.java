@@ -5,7 +5,6 @@ import java.time.Duration;
 import java.time.InstantSource;
 import java.util.ArrayList;
 import java.util.Comparator;
-import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -13,13 +12,13 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.LongSupplier;
 import java.util.function.Supplier;
 import java.util.regex.Pattern;
-import java.util.stream.Collectors;
 
 import dev.ratelimit.spring.BucketDefinitions;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.http.RuleSyntax;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.expression.Expression;
@@ -28,7 +27,6 @@ import org.springframework.expression.spel.support.SimpleEvaluationContext;
 import org.springframework.http.HttpRequest;
 import org.springframework.http.server.PathContainer;
 import org.springframework.web.util.pattern.PathPattern;
-import org.springframework.web.util.pattern.PathPatternParser;
 
 /**
  * {@code ratelimit.clients} (contract revision 3, "Outbound calls"), checked at start-up and compiled:
@@ -190,7 +188,7 @@ public final class ClientRules {
 		}
 		Duration maxPause = clients.getMaxPause();
 		if (maxPause == null || maxPause.isNegative()) {
-			throw invalid("ratelimit.clients.max-pause", "is " + maxPause, "Set a duration >= 0, e.g. 1h (the default).");
+			throw RuleSyntax.invalid("ratelimit.clients.max-pause", "is " + maxPause, "Set a duration >= 0, e.g. 1h (the default).");
 		}
 		List<Compiled> compiled = new ArrayList<>();
 		for (int i = 0; i < rules.size(); i++) {
@@ -204,119 +202,84 @@ public final class ClientRules {
 		String prefix = "ratelimit.clients.rules[" + index + "].";
 		List<String> hosts = rule.getHosts();
 		if (hosts == null || hosts.isEmpty()) {
-			throw invalid(prefix + "hosts", "is missing",
+			throw RuleSyntax.invalid(prefix + "hosts", "is missing",
 					"Give the rule the hosts it limits, e.g. hosts: [\"api.partner.com\", \"*.partner.net\"].");
 		}
 		Pattern[] patterns = new Pattern[hosts.size()];
 		int[] ports = new int[hosts.size()];
 		for (int i = 0; i < patterns.length; i++) {
-			String host = (hosts.get(i) != null) ? hosts.get(i).trim().toLowerCase(Locale.ROOT) : "";
-			int port = -1;
-			String digits = null;
-			if (host.startsWith("[")) { // [IPv6]:port
-				int close = host.indexOf(']');
-				String rest = (close > 0) ? host.substring(close + 1) : "";
-				if (rest.startsWith(":")) {
-					digits = rest.substring(1);
-					host = host.substring(0, close + 1);
-				}
-			}
-			else if (host.indexOf(':') >= 0 && host.indexOf(':') == host.lastIndexOf(':')) { // host:port
-				digits = host.substring(host.indexOf(':') + 1);
-				host = host.substring(0, host.indexOf(':'));
-			}
-			if (digits != null) {
-				if (!digits.matches("[0-9]{1,5}") || Integer.parseInt(digits) > 65535) {
-					throw invalid(prefix + "hosts[" + i + "]", "'" + hosts.get(i) + "' has no valid port",
-							"Write a host, optionally with a port: api.partner.com or api.partner.com:8443.");
-				}
-				port = Integer.parseInt(digits);
-			}
-			host = unbracket(host);
-			if (host.isEmpty() || !host.matches("[a-z0-9*._:%-]+") || host.contains("**")) {
-				throw invalid(prefix + "hosts[" + i + "]", "'" + hosts.get(i) + "' is not a host pattern",
-						"Write a host name (api.partner.com), * for one label or more (*.partner.net), or an IP address.");
-			}
-			StringBuilder regex = new StringBuilder();
-			for (String label : host.split("\\.", -1)) {
-				if (regex.length() > 0) {
-					regex.append("\\.");
-				}
-				regex.append(label.equals("*") ? "[^.]+(?:\\.[^.]+)*" : Pattern.quote(label).replace("*", "\\E[^.]*\\Q"));
-			}
-			patterns[i] = Pattern.compile(regex.toString());
-			ports[i] = port;
+			ports[i] = hostPattern(prefix + "hosts[" + i + "]", hosts.get(i), patterns, i);
 		}
-		PathPattern[] paths = paths(prefix, rule.getPaths());
-		Set<String> methods = methods(prefix, rule.getMethods());
-		String bucket = rule.getBucket();
-		if (bucket == null || bucket.isBlank()) {
-			throw invalid(prefix + "bucket", "is missing", "Name the bucket the rule's calls take from.");
-		}
-		if (!definitions.names().contains(bucket)) {
-			throw invalid(prefix + "bucket", "'" + bucket + "' is not a configured bucket",
-					"Use one of the configured buckets: " + String.join(", ", definitions.names()) + ".");
-		}
-		if (rule.getCost() < 0) {
-			throw invalid(prefix + "cost", "is " + rule.getCost(), "Set a whole number >= 0 (default 1).");
-		}
+		PathPattern[] paths = RuleSyntax.paths(prefix, rule.getPaths(), "/v1/**");
+		Set<String> methods = RuleSyntax.methods(prefix, rule.getMethods());
+		String bucket = RuleSyntax.bucket(prefix, rule.getBucket(), definitions, "calls");
+		RuleSyntax.cost(prefix, rule.getCost());
 		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
 		boolean hostKey = key.equals("host");
-		Expression expression = null;
-		if (!key.isEmpty() && !hostKey) {
-			if (!key.contains("#request")) {
-				throw invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
-			}
-			try {
-				expression = PARSER.parseExpression(key);
-			}
-			catch (RuntimeException ex) {
-				throw invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
-						"Use " + KEYS_ACCEPTED + ".");
-			}
-		}
+		Expression expression = (key.isEmpty() || hostKey) ? null : keyExpression(prefix, key);
 		if (!key.isEmpty()) {
 			BucketDefinitions.checkUsableWithKey(definitions.get(bucket), prefix.substring(0, prefix.length() - 1));
 		}
 		return new Compiled(index, patterns, ports, paths, methods, bucket, hostKey, expression, rule.getCost());
 	}
 
-	private static PathPattern @Nullable [] paths(String prefix, @Nullable List<String> configured) {
-		if (configured == null || configured.isEmpty()) {
-			return null;
+	/** A SpEL key over {@code #request}, parsed. */
+	private static Expression keyExpression(String prefix, String key) {
+		if (!key.contains("#request")) {
+			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
 		}
-		PathPattern[] paths = new PathPattern[configured.size()];
-		for (int i = 0; i < paths.length; i++) {
-			String path = configured.get(i);
-			try {
-				paths[i] = PathPatternParser.defaultInstance.parse(path);
-			}
-			catch (RuntimeException ex) {
-				throw invalid(prefix + "paths[" + i + "]", "'" + path + "' is not a path pattern: " + ex.getMessage(),
-						"Write a Spring PathPattern, e.g. /v1/** or /users/{id}.");
-			}
+		try {
+			return PARSER.parseExpression(key);
 		}
-		return paths;
+		catch (RuntimeException ex) {
+			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
+					"Use " + KEYS_ACCEPTED + ".");
+		}
 	}
 
-	private static @Nullable Set<String> methods(String prefix, @Nullable List<String> configured) {
-		if (configured == null || configured.isEmpty()) {
-			return null;
-		}
-		Set<String> methods = configured.stream()
-			.map((m) -> m.trim().toUpperCase(Locale.ROOT))
-			.collect(Collectors.toCollection(HashSet::new));
-		for (String method : methods) {
-			if (!method.matches("[A-Z]+")) {
-				throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
-						"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
+	/**
+	 * One of a rule's hosts: {@code host}, {@code host:port}, {@code [IPv6]:port}, with {@code *} for a label or
+	 * more; its pattern goes into {@code patterns[i]}.
+	 *
+	 * @return the port, or {@code -1} for any port
+	 */
+	private static int hostPattern(String property, @Nullable String configured, Pattern[] patterns, int i) {
+		String host = (configured != null) ? configured.trim().toLowerCase(Locale.ROOT) : "";
+		int port = -1;
+		String digits = null;
+		if (host.startsWith("[")) { // [IPv6]:port
+			int close = host.indexOf(']');
+			String rest = (close > 0) ? host.substring(close + 1) : "";
+			if (rest.startsWith(":")) {
+				digits = rest.substring(1);
+				host = host.substring(0, close + 1);
 			}
 		}
-		return methods;
-	}
-
-	private static RateLimitConfigurationException invalid(String property, String what, String action) {
-		return new RateLimitConfigurationException(property + " " + what + ".", action);
+		else if (host.indexOf(':') >= 0 && host.indexOf(':') == host.lastIndexOf(':')) { // host:port
+			digits = host.substring(host.indexOf(':') + 1);
+			host = host.substring(0, host.indexOf(':'));
+		}
+		if (digits != null) {
+			if (!digits.matches("[0-9]{1,5}") || Integer.parseInt(digits) > 65535) {
+				throw RuleSyntax.invalid(property, "'" + configured + "' has no valid port",
+						"Write a host, optionally with a port: api.partner.com or api.partner.com:8443.");
+			}
+			port = Integer.parseInt(digits);
+		}
+		host = unbracket(host);
+		if (host.isEmpty() || !host.matches("[a-z0-9*._:%-]+") || host.contains("**")) {
+			throw RuleSyntax.invalid(property, "'" + configured + "' is not a host pattern",
+					"Write a host name (api.partner.com), * for one label or more (*.partner.net), or an IP address.");
+		}
+		StringBuilder regex = new StringBuilder();
+		for (String label : host.split("\\.", -1)) {
+			if (regex.length() > 0) {
+				regex.append("\\.");
+			}
+			regex.append(label.equals("*") ? "[^.]+(?:\\.[^.]+)*" : Pattern.quote(label).replace("*", "\\E[^.]*\\Q"));
+		}
+		patterns[i] = Pattern.compile(regex.toString());
+		return port;
 	}
 
 	private static String unbracket(String host) {
@@ -395,8 +358,13 @@ public final class ClientRules {
 		RegisteredBucket[] registered = new RegisteredBucket[chosen.size()];
 		Gates[] gates = new Gates[chosen.size()];
 		for (int i = 0; i < registered.length; i++) {
-			registered[i] = buckets.get(chosen.get(i).bucket);
-			gates[i] = this.gates.computeIfAbsent(chosen.get(i).bucket, (name) -> new Gates());
+			RegisteredBucket bucket = buckets.get(chosen.get(i).bucket);
+			registered[i] = bucket;
+			gates[i] = this.gates.computeIfAbsent(bucket.name(), (name) -> {
+				// the views' available shows the level the servers' answers leave (contract revision 3)
+				bucket.holdBackBy((key) -> level(name, key));
+				return new Gates();
+			});
 		}
 		return new ClientLimits(chosen.toArray(new Compiled[0]), registered, gates, this);
 	}

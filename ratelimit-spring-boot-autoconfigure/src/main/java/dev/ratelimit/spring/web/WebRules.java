@@ -4,20 +4,17 @@ import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
-import java.util.HashSet;
 import java.util.List;
-import java.util.Locale;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Supplier;
-import java.util.stream.Collectors;
 
 import dev.ratelimit.spring.BucketDefinitions;
-import dev.ratelimit.spring.ClosestName;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RegisteredBucket;
+import dev.ratelimit.spring.http.RuleSyntax;
 
 import org.jspecify.annotations.Nullable;
 
@@ -26,7 +23,6 @@ import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.expression.spel.support.SimpleEvaluationContext;
 import org.springframework.http.server.PathContainer;
 import org.springframework.web.util.pattern.PathPattern;
-import org.springframework.web.util.pattern.PathPatternParser;
 
 /**
  * {@code ratelimit.web.rules} (contract revision 2), checked at start-up and compiled: which rules a
@@ -45,10 +41,6 @@ import org.springframework.web.util.pattern.PathPatternParser;
 public final class WebRules {
 
 	private static final SpelExpressionParser PARSER = new SpelExpressionParser();
-
-	/** The methods of RFC 9110 and PATCH: a method one or two letters from one of them is a typo. */
-	private static final List<String> STANDARD_METHODS = List.of("GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT",
-			"OPTIONS", "TRACE", "PATCH");
 
 	private static final String KEYS_ACCEPTED = "ip, principal, header:<Name>, or a SpEL expression over #request";
 
@@ -275,10 +267,8 @@ public final class WebRules {
 		String prefix = "ratelimit.web.rules[" + index + "].";
 		PathPattern[] paths = paths(prefix, rule.getPaths());
 		Set<String> methods = methods(prefix, rule.getMethods());
-		String bucket = bucket(prefix, rule.getBucket(), definitions);
-		if (rule.getCost() < 0) {
-			throw invalid(prefix + "cost", "is " + rule.getCost(), "Set a whole number >= 0 (default 1).");
-		}
+		String bucket = RuleSyntax.bucket(prefix, rule.getBucket(), definitions, "requests");
+		RuleSyntax.cost(prefix, rule.getCost());
 		String key = (rule.getKey() != null) ? rule.getKey().trim() : "";
 		KeyKind kind = keyKind(prefix, key);
 		if (kind != KeyKind.NONE) {
@@ -290,62 +280,22 @@ public final class WebRules {
 	}
 
 	private static PathPattern[] paths(String prefix, @Nullable List<String> configured) {
-		if (configured == null || configured.isEmpty()) {
-			throw invalid(prefix + "paths", "is missing", "Give the rule the paths it limits, e.g. paths: [\"/api/**\"].");
-		}
-		PathPattern[] paths = new PathPattern[configured.size()];
-		for (int i = 0; i < paths.length; i++) {
-			String path = configured.get(i);
-			try {
-				paths[i] = PathPatternParser.defaultInstance.parse(path);
-			}
-			catch (RuntimeException ex) {
-				throw invalid(prefix + "paths[" + i + "]", "'" + path + "' is not a path pattern: " + ex.getMessage(),
-						"Write a Spring PathPattern, e.g. /api/** or /users/{id}.");
-			}
+		PathPattern[] paths = RuleSyntax.paths(prefix, configured, "/api/**");
+		if (paths == null) {
+			throw RuleSyntax.invalid(prefix + "paths", "is missing", "Give the rule the paths it limits, e.g. paths: [\"/api/**\"].");
 		}
 		return paths;
 	}
 
 	/** The rule's methods in upper case ({@code HEAD} with {@code GET}), or {@code null} for every method. */
 	private static @Nullable Set<String> methods(String prefix, @Nullable List<String> configured) {
-		if (configured == null || configured.isEmpty()) {
-			return null;
-		}
-		Set<String> methods = configured.stream()
-			.map((m) -> m.trim().toUpperCase(Locale.ROOT))
-			.collect(Collectors.toCollection(HashSet::new));
-		for (String method : methods) {
-			if (!method.matches("[A-Z]+")) {
-				throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method",
-						"List HTTP methods, e.g. [GET, POST], or leave methods out for every method.");
-			}
-			String standard = ClosestName.of(method, STANDARD_METHODS);
-			if (!standard.equals(method) && ClosestName.distance(method, standard) <= 2) {
-				// GTE would match no request: every GET would pass unlimited
-				throw invalid(prefix + "methods", "has '" + method + "', which is not an HTTP method; did you mean "
-						+ standard + "?", "List HTTP methods, e.g. [GET, POST], or leave methods out for every method"
-								+ " (a method of your own, e.g. PROPFIND, is accepted when it is not a near miss of "
-								+ String.join(", ", STANDARD_METHODS) + ").");
-			}
-		}
-		if (methods.contains("GET")) {
+		Set<String> methods = RuleSyntax.methods(prefix, configured);
+		if (methods != null && methods.contains("GET")) {
 			// Spring MVC and WebFlux answer HEAD with the GET handler: without it, HEAD would run every limited GET
 			// handler unlimited (its body only is dropped)
 			methods.add("HEAD");
 		}
 		return methods;
-	}
-
-	private static String bucket(String prefix, @Nullable String bucket, BucketDefinitions definitions) {
-		if (bucket == null || bucket.isBlank()) {
-			throw invalid(prefix + "bucket", "is missing", "Name the bucket the rule's requests take from.");
-		}
-		if (!definitions.names().contains(bucket)) {
-			throw invalid(prefix + "bucket", "'" + bucket + "' is not a configured bucket",
-					"Use one of the configured buckets: " + String.join(", ", definitions.names()) + ".");
-		}
-		return bucket;
 	}
 
 	/** What kind of key a rule's {@code key} is, checked: a header's name, a SpEL expression that parses. */
@@ -361,28 +311,24 @@ public final class WebRules {
 		}
 		if (key.startsWith("header:")) {
 			if (!key.substring("header:".length()).trim().matches("[!#$%&'*+.^_`|~0-9A-Za-z-]+")) {
-				throw invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
+				throw RuleSyntax.invalid(prefix + "key", "'" + key + "' does not name a header", "Write header:<Name>, e.g. header:X-Api-Key.");
 			}
 			return KeyKind.HEADER;
 		}
 		if (!key.contains("#request")) {
-			throw invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
+			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a key", "Use " + KEYS_ACCEPTED + ".");
 		}
 		try {
 			PARSER.parseExpression(key);
 		}
 		catch (RuntimeException ex) {
-			throw invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
+			throw RuleSyntax.invalid(prefix + "key", "'" + key + "' is not a valid SpEL expression: " + ex.getMessage(),
 					"Use " + KEYS_ACCEPTED + ".");
 		}
 		return KeyKind.SPEL;
 	}
 
 	/** A start-up failure naming the rule's property; {@code what} ends without punctuation, or with a question. */
-	private static RateLimitConfigurationException invalid(String property, String what, String action) {
-		return new RateLimitConfigurationException(property + " " + what + (what.endsWith("?") ? "" : "."), action);
-	}
-
 	/**
 	 * Whether there is no rule.
 	 *

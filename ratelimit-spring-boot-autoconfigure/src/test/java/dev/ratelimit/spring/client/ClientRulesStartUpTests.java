@@ -55,6 +55,24 @@ class ClientRulesStartUpTests {
 	}
 
 	@Test
+	void aMethodOneLetterFromAStandardOneFailsStartUp() {
+		// GTE would match no call: every GET to the partner would go out unlimited
+		failsNaming("ratelimit.clients.rules[0].methods has 'GTE', which is not an HTTP method; did you mean GET?",
+				"ratelimit.clients.rules[0].hosts=a.partner.com", "ratelimit.clients.rules[0].bucket=partner",
+				"ratelimit.clients.rules[0].methods=GTE");
+	}
+
+	@Test
+	void aBadPortAndABadPathNameTheirHostAndPath() {
+		failsNaming("ratelimit.clients.rules[0].hosts[1] 'b.partner.com:99999' has no valid port",
+				"ratelimit.clients.rules[0].hosts=a.partner.com,b.partner.com:99999",
+				"ratelimit.clients.rules[0].bucket=partner");
+		failsNaming("ratelimit.clients.rules[0].paths[0] '/v1/{id' is not a path pattern",
+				"ratelimit.clients.rules[0].hosts=a.partner.com", "ratelimit.clients.rules[0].bucket=partner",
+				"ratelimit.clients.rules[0].paths=/v1/{id");
+	}
+
+	@Test
 	void aMisspelledRulePropertyFailsStartUp() {
 		failsNaming("did you mean ratelimit.clients.rules[0].hosts?", "ratelimit.clients.rules[0].hots=a.partner.com",
 				"ratelimit.clients.rules[0].bucket=partner");

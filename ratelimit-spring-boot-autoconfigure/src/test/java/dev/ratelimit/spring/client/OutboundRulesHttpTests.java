@@ -15,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimitClock;
 import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.autoconfigure.RateLimitClientAutoConfiguration;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -176,13 +177,39 @@ class OutboundRulesHttpTests {
 			Caller caller = caller(context, client);
 			String url = this.partner.url("/v1/things");
 			assertThat(caller.get(url)).isEqualTo(200);
-			CompletableFuture<Integer> second = CompletableFuture.supplyAsync(() -> caller.get(url));
+			CompletableFuture<Integer> second = onItsOwnThread(() -> caller.get(url));
 			awaitWaiting(context, "partner");
 			assertThat(this.partner.received()).isEqualTo(1);
 			this.clock.addAndGet(TimeUnit.SECONDS.toNanos(1));
 			assertThat(second.get(30, TimeUnit.SECONDS)).isEqualTo(200);
 			assertThat(this.partner.received()).isEqualTo(2);
 		});
+	}
+
+	/**
+	 * Runs a call on a thread of its own. Not on the common pool: on 2 cores it has one worker, and on
+	 * JDK 25 a WebClient call (the JDK HttpClient connector) blocked on that worker never got its response
+	 * (with or without a rule: a plain WebClient does the same), so CI on 25 hung here.
+	 */
+	private static CompletableFuture<Integer> onItsOwnThread(java.util.function.IntSupplier call) {
+		CompletableFuture<Integer> result = new CompletableFuture<>();
+		Thread thread = new Thread(() -> {
+			try {
+				result.complete(call.getAsInt());
+			}
+			catch (Throwable ex) {
+				result.completeExceptionally(ex);
+			}
+		}, "outbound-caller");
+		thread.setDaemon(true);
+		thread.start();
+		return result;
+	}
+
+	/** The endpoint's {@code available} for a bucket. */
+	private static long available(ApplicationContext context, String bucket) {
+		RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+		return endpoint.bucket(bucket).available().longValue();
 	}
 
 	private static void awaitWaiting(ApplicationContext context, String bucket) throws InterruptedException {
@@ -255,6 +282,9 @@ class OutboundRulesHttpTests {
 			assertThat(refused.getBucket()).isEqualTo("partner");
 			assertThat(refused.getRetryAfter()).isEqualTo(pause);
 			assertThat(this.partner.received()).isEqualTo(1);
+			assertThat(available(context, "partner")).as("the endpoint's available while paused").isZero();
+			assertThat(new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class)).bucket("partner").rejected())
+				.as("the refusal by the pause, counted").isEqualTo(1);
 			assertThat(context.getBean(MeterRegistry.class)
 				.counter("ratelimit.client.throttled", "bucket", "partner", "status", String.valueOf(status))
 				.count()).isEqualTo(1);
@@ -274,7 +304,7 @@ class OutboundRulesHttpTests {
 			String url = this.partner.url("/v1/things");
 			this.partner.answer(429, Map.of("Retry-After", "30"));
 			assertThat(caller.get(url)).isEqualTo(429);
-			CompletableFuture<Integer> paused = CompletableFuture.supplyAsync(() -> caller.get(url));
+			CompletableFuture<Integer> paused = onItsOwnThread(() -> caller.get(url));
 			Thread.sleep(100);
 			assertThat(paused).isNotDone();
 			assertThat(this.partner.received()).isEqualTo(1);
@@ -317,12 +347,15 @@ class OutboundRulesHttpTests {
 			this.partner.answer(200, fields);
 			assertThat(caller.get(url)).isEqualTo(200);
 			assertThat(context.getBean(ClientRules.class).level("partner", null)).isEqualTo(1);
+			assertThat(available(context, "partner")).as("the endpoint's available, lowered").isEqualTo(1);
 			assertThat(caller.get(url)).isEqualTo(200);
 			RateLimitExceededException refused = (RateLimitExceededException) catchThrowable(() -> caller.get(url));
 			assertThat(refused).isNotNull();
 			assertThat(refused.getRetryAfter()).isEqualTo(Duration.ofSeconds(30));
 			assertThat(this.partner.received()).isEqualTo(2);
+			assertThat(available(context, "partner")).as("the endpoint's available, lowered").isZero();
 			this.clock.addAndGet(TimeUnit.SECONDS.toNanos(30));
+			assertThat(available(context, "partner")).as("the endpoint's available after the reset").isEqualTo(100);
 			assertThat(caller.get(url)).isEqualTo(200);
 			assertThat(this.partner.received()).isEqualTo(3);
 		});
