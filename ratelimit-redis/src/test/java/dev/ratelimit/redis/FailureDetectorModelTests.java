@@ -241,6 +241,50 @@ class FailureDetectorModelTests {
 		assertThat(quiet.isUp()).isFalse();
 	}
 
+	/**
+	 * Revision 3: the detector is per bucket, keys included. Keys' detectors that fail once each count in the
+	 * bucket's run together: the key whose failure completes it switches, every key after it switches at its
+	 * first failure, and WARN is said once; an answer to any of them starts the bucket's run again. Before,
+	 * each key counted only its own failures, and a bucket whose keys are called a few times each never
+	 * switched.
+	 */
+	@Test
+	void keysThatFailOnceEachSwitchTheirBucketTogether() {
+		long[] clock = { 0 };
+		FailureDetector.Said said = new FailureDetector.Said();
+		List<FailureDetector> keys = new ArrayList<>();
+		for (int i = 0; i < FAILURES_TO_TRIP + 2; i++) {
+			keys.add(new FailureDetector("per-user", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+			}, said, true));
+		}
+		FailureDetector answering = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		}, said, true);
+		for (int i = 0; i < FAILURES_TO_TRIP - 1; i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+			assertThat(keys.get(i).isUp()).as("key %d after one failure, the bucket's run at %d", i, i + 1).isTrue();
+		}
+		// an answer to another key of the bucket starts the run again
+		answering.send(() -> CompletableFuture.completedFuture(List.of(Reply.GRANTED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L)),
+				null);
+		keys.get(FAILURES_TO_TRIP - 1).send(FailureDetectorModelTests::notConnected, null);
+		clock[0] += MS;
+		assertThat(keys.get(FAILURES_TO_TRIP - 1).isUp()).as("after an answer, the run at 1").isTrue();
+		assertThat(said.error()).isNull();
+		for (int i = 0; i < FAILURES_TO_TRIP - 1; i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+		}
+		assertThat(keys.get(FAILURES_TO_TRIP - 2).isUp()).as("the key that completed the bucket's run").isFalse();
+		assertThat(said.error()).as("the bucket, said down").isNotNull();
+		for (int i = FAILURES_TO_TRIP; i < keys.size(); i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+			assertThat(keys.get(i).isUp()).as("key %d at its first failure", i).isFalse();
+		}
+		assertThat(warns()).isEqualTo(1);
+	}
+
 	private static CompletableFuture<List<Object>> notConnected() {
 		throw new IllegalStateException("not connected");
 	}
