@@ -36,9 +36,11 @@ import org.jspecify.annotations.Nullable;
  * fails: an error (not connected, the connection lost, an error reply such as out of memory, a read-only
  * replica or a script error, a reply that is not the script's), or no reply within the timeout while Redis
  * answers nothing at all, that is when the connection is lost (Lettuce failed to reconnect it), or when
- * no call on its connection (any bucket's, in time or late) was answered since it was sent nor for a
- * second before ({@link Answers}: a busy machine may keep Lettuce's thread from reading replies for
- * several timeouts), and the connection is not being opened for the first time. A call that times out while replies keep arriving, however late, waited behind other calls (in
+ * no call on its connection (any bucket's, in time or late) was answered since it was sent nor for the
+ * minimum silence before (two seconds on a real connection, {@link Answers}: a busy machine may keep
+ * Lettuce's thread from reading replies for several timeouts), no caller on the connection found itself
+ * starved of the processor within that time (woken a whole timeout past its deadline: then so, likely,
+ * was the thread that reads the replies), and the connection is not being opened for the first time. A call that times out while replies keep arriving, however late, waited behind other calls (in
  * Lettuce's queue, on a busy machine, behind a busy Redis): that is load. It is settled as a timeout (its
  * caller applies the policy for that call alone, and the meters say {@code timeout}) and does not count.
  * Any reply, in time or late, starts the count again. The failures are counted in two runs: the
@@ -665,6 +667,10 @@ final class FailureDetector {
 				}
 			}
 			else {
+				// a caller that wakes a whole timeout past its deadline was starved of the processor: so, likely,
+				// was the client's thread that reads the replies (load, rule 1)
+				FailureDetector.this.answers.foundLate(this.sentNanos + FailureDetector.this.timeoutNanos,
+						FailureDetector.this.timeoutNanos, FailureDetector.this.clock.getAsLong());
 				timeOut();
 			}
 			return reply();
@@ -717,6 +723,11 @@ final class FailureDetector {
 
 		private volatile boolean any;
 
+		/** When a caller last found itself starved of the processor ({@link #foundLate}). */
+		private volatile long starvedNanos;
+
+		private volatile boolean starved;
+
 		/**
 		 * The cause a detector of this connection switched for, until Redis answers any call on it: the
 		 * buckets nobody called since show it too (their health and gauge).
@@ -750,6 +761,19 @@ final class FailureDetector {
 			this.lastNanos = now;
 			this.any = true;
 			this.outage = null;
+		}
+
+		/**
+		 * A caller whose call timed out woke at {@code now}, its deadline being {@code deadlineNanos}: a
+		 * caller a whole {@code timeoutNanos} late was starved of the processor, and so, on the same machine,
+		 * was likely the client's thread that reads the replies. Until the minimum silence has passed since,
+		 * no timeout counts (on a real connection only: a fake one, on a test's clock, has no minimum).
+		 */
+		void foundLate(long deadlineNanos, long timeoutNanos, long now) {
+			if (this.minSilenceNanos > 0 && now - deadlineNanos >= timeoutNanos) {
+				this.starvedNanos = now;
+				this.starved = true;
+			}
 		}
 
 		/** A detector of this connection switched to its policy for {@code error}. */
@@ -786,6 +810,9 @@ final class FailureDetector {
 			}
 			if (!this.any) {
 				return this.minSilenceNanos == 0;
+			}
+			if (this.starved && now - this.starvedNanos < this.minSilenceNanos) {
+				return false; // a caller was starved lately: so may the client's thread have been (load)
 			}
 			// strictly after: an answer read at the same reading of the clock as the send says nothing of it
 			return this.lastNanos - sentNanos <= 0 && now - this.lastNanos >= this.minSilenceNanos;

@@ -70,7 +70,7 @@ final class ScriptConnection implements AutoCloseable {
 	 * switch ({@link FailureDetector.Answers}): longer than a busy machine keeps Lettuce's thread from
 	 * reading replies.
 	 */
-	private static final long MIN_SILENCE_NANOS = TimeUnit.SECONDS.toNanos(1);
+	private static final long MIN_SILENCE_NANOS = TimeUnit.SECONDS.toNanos(2);
 
 	/** The longest the start-up waits for the connection to open. */
 	private static final long OPEN_WAIT_MILLIS = 2000;
