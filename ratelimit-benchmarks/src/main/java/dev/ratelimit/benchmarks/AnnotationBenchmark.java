@@ -20,6 +20,8 @@ import org.openjdk.jmh.annotations.State;
 import org.openjdk.jmh.annotations.TearDown;
 import org.openjdk.jmh.annotations.Warmup;
 
+import io.micrometer.observation.ObservationRegistry;
+
 import io.github.resilience4j.ratelimiter.RateLimiterConfig;
 import io.github.resilience4j.ratelimiter.RateLimiterRegistry;
 import io.github.resilience4j.spring6.fallback.FallbackDecorators;
@@ -40,7 +42,10 @@ import org.springframework.core.env.MapPropertySource;
  * proxy that takes a token from a bucket no caller exhausts (every call granted, none waits), and
  * through Resilience4j's {@code @RateLimiter} aspect with a limiter no caller exhausts either. Also
  * the general path of the annotation: a method with two buckets ({@code twoBuckets}, to compare with
- * {@code rateLimited}: issue #15 asks for at most 2x) and one with {@code settle} ({@code settled}).
+ * {@code rateLimited}: issue #15 asks for at most 2x) and one with {@code settle} ({@code settled}). And
+ * {@code rateLimitedObserved}: {@code rateLimited} in an application with a recording {@code ObservationRegistry}
+ * bean (observations on, issue #35): a call granted at once makes no {@code ratelimit.acquire} observation, so
+ * its figure should be {@code rateLimited}'s within noise.
  */
 @BenchmarkMode(Mode.AverageTime)
 @OutputTimeUnit(TimeUnit.NANOSECONDS)
@@ -107,6 +112,18 @@ public class AnnotationBenchmark {
 		return this.proxied.next();
 	}
 
+	/**
+	 * {@link #rateLimited()} with observations on: the same bean in a context whose {@code ObservationRegistry}
+	 * records (a handler that takes every context), so that the starter observes waits and refusals.
+	 *
+	 * @param observed the context with the registry
+	 * @return the counter
+	 */
+	@Benchmark
+	public long rateLimitedObserved(Observed observed) {
+		return observed.proxied.next();
+	}
+
 	@Benchmark
 	public long twoBuckets() {
 		return this.proxied.twice();
@@ -120,6 +137,42 @@ public class AnnotationBenchmark {
 	@Benchmark
 	public long resilience4jAspect() {
 		return this.resilience4j.next();
+	}
+
+	/** The application of {@link #rateLimitedObserved}: the same buckets and bean, and an ObservationRegistry that records. */
+	@State(Scope.Benchmark)
+	public static class Observed {
+
+		private AnnotationConfigApplicationContext context;
+
+		private Work proxied;
+
+		@Setup(Level.Trial)
+		public void setUp() {
+			this.context = new AnnotationConfigApplicationContext();
+			this.context.getEnvironment()
+				.getPropertySources()
+				.addFirst(new MapPropertySource("bench", Map.of("ratelimit.buckets.bench.rate", "1000000000",
+						"ratelimit.buckets.bench.limit", "1000000000", "ratelimit.buckets.second.rate", "1000000000",
+						"ratelimit.buckets.second.limit", "1000000000")));
+			ObservationRegistry observations = ObservationRegistry.create();
+			observations.observationConfig().observationHandler((context) -> true); // records: not a no-op
+			this.context.registerBean(ObservationRegistry.class, () -> observations);
+			this.context.register(RateLimitAutoConfiguration.class, Work.class);
+			this.context.refresh();
+			this.proxied = this.context.getBean(Work.class);
+			if (this.proxied.getClass() == Work.class) {
+				throw new IllegalStateException("@RateLimited bean was not proxied");
+			}
+			if (this.context.getBean(dev.ratelimit.spring.WaitObserver.class) == dev.ratelimit.spring.WaitObserver.NONE) {
+				throw new IllegalStateException("observations are not on: the starter saw no recording ObservationRegistry");
+			}
+		}
+
+		@TearDown(Level.Trial)
+		public void tearDown() {
+			this.context.close();
+		}
 	}
 
 	/** The same work under Resilience4j's annotation. */

@@ -90,6 +90,14 @@ public final class CalendarQuota implements RateLimiter {
 	 *  Q7. A charge keeps the waiters' waits: with callers waiting it joins the queue behind them and is
 	 *      paid (into debt if need be) when it reaches the head. (CalendarQuotaModelTests.)
 	 *
+	 *  Q8. A reset (contract revision 3) makes the period's count zero again and forgets what is owed: used = 0,
+	 *      the charges in line dropped; the claims waiting keep their order and are served at once from the
+	 *      full allowance (Q4). Tokens covered before the reset are gone with it, as with a boundary: a claim
+	 *      covered before it and given back after it gives nothing back (resets counts the resets, and a
+	 *      claim remembers the count it was covered under). Counts of granted and rejected calls are kept.
+	 *      (CalendarQuotaModelTests, whose reference resets alike; CalendarQuotaTests
+	 *      .aResetGivesTheWholeAllowanceAgainAndServesTheWaiters.)
+	 *
 	 * Linearization point of every operation: its critical section. The clock is read before the lock;
 	 * a caller whose reading is older than the current period's start (another caller saw the boundary
 	 * first) is counted in the current period, as a clock stepping back is (Q3), so it never reopens a
@@ -152,6 +160,9 @@ public final class CalendarQuota implements RateLimiter {
 	private final ArrayDeque<Object> queue = new ArrayDeque<>();
 
 	private long queuedCharges;
+
+	/** Q8: the resets so far. */
+	private long resets;
 
 	private CalendarQuota(Builder builder) {
 		if (builder.unit == null && builder.calendar == null) {
@@ -250,6 +261,7 @@ public final class CalendarQuota implements RateLimiter {
 				this.used += n;
 				Claim claim = new Claim(n, maxWait, nowNanos);
 				claim.coveredIn = this.period.index();
+				claim.coveredAfterResets = this.resets;
 				claim.coveredAtOnce = true;
 				return claim;
 			}
@@ -372,6 +384,30 @@ public final class CalendarQuota implements RateLimiter {
 	}
 
 	/**
+	 * Makes the running period's count zero again (Q8): the whole limit is there, what is owed (a debt, charges
+	 * waiting in line) is forgotten, and the callers waiting are served at once, in order, from the full
+	 * allowance; tokens covered before the reset are gone with it (given back after it, they give nothing). The
+	 * period and its boundary do not change; the statistics are kept.
+	 */
+	@Override
+	public void reset() {
+		long second = nowSecond();
+		this.lock.lock();
+		try {
+			advance(second);
+			this.resets++;
+			this.used = 0;
+			this.queue.removeIf((entry) -> entry instanceof Charge);
+			this.queuedCharges = 0;
+			serveQueue();
+		}
+		finally {
+			this.lock.unlock();
+		}
+		wakeAll();
+	}
+
+	/**
 	 * Always refused: a quota has no rate. Its allowance is its limit per calendar period; change it
 	 * with {@link #updateLimit(long)}.
 	 *
@@ -489,6 +525,7 @@ public final class CalendarQuota implements RateLimiter {
 				}
 				this.used += claim.tokens();
 				claim.coveredIn = this.period.index();
+				claim.coveredAfterResets = this.resets;
 			}
 			this.queue.pollFirst();
 		}
@@ -647,6 +684,9 @@ public final class CalendarQuota implements RateLimiter {
 		/** The period it was covered in, {@link #NOT_COVERED} while in the line; guarded by the lock. */
 		long coveredIn = NOT_COVERED;
 
+		/** Q8: the resets before it was covered; guarded by the lock. */
+		long coveredAfterResets;
+
 		/** Covered when it was made (set before the claim is published). */
 		boolean coveredAtOnce;
 
@@ -693,7 +733,8 @@ public final class CalendarQuota implements RateLimiter {
 				if (this.coveredIn == NOT_COVERED) {
 					CalendarQuota.this.queue.remove(this);
 				}
-				else if (this.coveredIn == CalendarQuota.this.period.index()) {
+				else if (this.coveredIn == CalendarQuota.this.period.index()
+						&& this.coveredAfterResets == CalendarQuota.this.resets) { // (Q8: a reset forgot it)
 					CalendarQuota.this.used = Math.max(0, CalendarQuota.this.used - tokens());
 				}
 				serveQueue();

@@ -3,7 +3,10 @@ package dev.ratelimit.core;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -111,7 +114,15 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * behind the charge and wait for it, in order. Neither is a call: the statistics do not change.
 	 * (HybridRateLimiterModelTests).
 	 *
-	 * Linearization points: every operation at its critical section (a refund or a charge too). The lock is
+	 * P7. A reset (contract revision 3) puts the pacer back as a new one: the active pool full, the burst and
+	 * waiting pools empty (the backlog, lost time included, is forgotten), holes dropped; the claims waiting
+	 * (not covered) claim again at the end of the line, in ticket order, with new tickets; a claim covered keeps
+	 * its operations and costs the new pools nothing (its ticket is at or before resetTail, the tail at the
+	 * reset, which the new head covers). A claim at or before resetTail given back after the reset gives
+	 * nothing back (the reset forgot it). The statistics are kept. (HybridRateLimiterModelTests, whose reference
+	 * resets alike; HybridRateLimiterTests.aResetFillsTheActivePoolForgetsTheBacklogAndWakesTheWaiters.)
+	 *
+	 * Linearization points: every operation at its critical section (a refund, a charge or a reset too). The lock is
 	 * held for a few arithmetic steps and never while a caller waits.
 	 *
 	 * Access modes: every field under the lock (a SpinLock), but settings, volatile for the argument checks
@@ -174,6 +185,11 @@ public final class HybridRateLimiter implements RateLimiter {
 	private long lastFill;
 
 	private long[] holes = NO_HOLES;
+
+	/** P7: the tail at the last reset, meaningful once {@link #wasReset}. */
+	private long resetTail;
+
+	private boolean wasReset;
 
 	private HybridRateLimiter(Builder builder) {
 		this.name = builder.name;
@@ -403,6 +419,46 @@ public final class HybridRateLimiter implements RateLimiter {
 		finally {
 			this.lock.unlock();
 		}
+	}
+
+	/**
+	 * Puts the pacer back as a new one (P7): the active pool full, the burst and waiting pools empty, what is
+	 * owed forgotten; callers waiting are woken to claim again, in order, from the full pool (a claim covered
+	 * already keeps its operations). The statistics are kept.
+	 */
+	@Override
+	public void reset() {
+		long now = this.clock.getAsLong();
+		this.lock.lock();
+		try {
+			fill(now);
+			long tl = this.tail;
+			List<Claim> again = new ArrayList<>();
+			for (Claim claim : this.sleepers) {
+				if (claim.tokens() != 0 && waitNanos(claim.ticket) != 0) {
+					again.add(claim);
+				}
+			}
+			again.sort(Comparator.comparingLong((Claim claim) -> claim.ticket - tl)); // in line order (P4)
+			this.holes = NO_HOLES;
+			this.head = tl;
+			this.headFrac = 0;
+			addHead(this.settings.activeMax);
+			this.behindNanos = 0;
+			this.behindTicks = 0;
+			this.lostNanos = 0;
+			this.burstCarry = 0;
+			this.resetTail = tl;
+			this.wasReset = true;
+			for (Claim claim : again) {
+				this.tail += claim.tokens();
+				claim.ticket = this.tail;
+			}
+		}
+		finally {
+			this.lock.unlock();
+		}
+		wakeAll();
 	}
 
 	/**
@@ -947,7 +1003,8 @@ public final class HybridRateLimiter implements RateLimiter {
 	/** A caller's claim: its ticket, polled until covered (P4). */
 	private final class Claim extends AbstractReservation {
 
-		private final long ticket;
+		/** Written under the lock (a reset moves a waiting claim to the end of the line, P7); read racily by wakeBehind. */
+		private volatile long ticket;
 
 		/** Covered when it was made (set under the lock before the claim is published). */
 		boolean coveredAtOnce;
@@ -975,18 +1032,21 @@ public final class HybridRateLimiter implements RateLimiter {
 
 		@Override
 		protected void giveBack() {
-			HybridRateLimiter.this.sleepers.remove(this);
-			if (tokens() == 0) {
-				return;
-			}
+			long ticket;
 			HybridRateLimiter.this.lock.lock();
 			try {
-				giveBackLocked(this.ticket, tokens());
+				// under the lock: a reset either moved this claim already or sees it still waiting (P7)
+				HybridRateLimiter.this.sleepers.remove(this);
+				ticket = this.ticket;
+				if (tokens() == 0 || HybridRateLimiter.this.wasReset && ticket - HybridRateLimiter.this.resetTail <= 0) {
+					return; // nothing claimed, or forgotten by a reset (P7)
+				}
+				giveBackLocked(ticket, tokens());
 			}
 			finally {
 				HybridRateLimiter.this.lock.unlock();
 			}
-			wakeBehind(this.ticket);
+			wakeBehind(ticket);
 		}
 
 		@Override

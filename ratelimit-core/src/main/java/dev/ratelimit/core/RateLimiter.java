@@ -165,6 +165,26 @@ public interface RateLimiter {
 	}
 
 	/**
+	 * Puts the limiter back to full, as an operator or a test between cases asks (contract revision 3,
+	 * {@code DELETE /actuator/ratelimits/{name}}): the tokens of a new limiter are there again (a quota's
+	 * count for its period back to zero), what is owed (charges, the debt of callers waiting, a pacer's
+	 * backlog) is forgotten, and the callers waiting are woken to claim again from the full limiter, in the
+	 * order in which they asked; a claim already covered when the reset comes keeps its tokens. The
+	 * counts of granted and rejected calls are kept. Tokens in flight (capped release) stay in flight: the
+	 * work they guard still runs, and their release gives them back, never lifting the limiter above its
+	 * limit. A claim made before the reset that is given back after it gives nothing back to the rate (the
+	 * reset forgot it); a refund of a call granted before the reset is a refund as any other.
+	 *
+	 * <p>The default throws: a limiter that does not implement it says so rather than pretend.
+	 *
+	 * @throws UnsupportedOperationException when the limiter cannot be reset
+	 */
+	default void reset() {
+		throw new UnsupportedOperationException(getClass().getName() + (name() != null ? " '" + name() + "'" : "")
+				+ " cannot be reset");
+	}
+
+	/**
 	 * Changes the rate at run time. Time that passed up to now is accounted for under the old rate
 	 * first; callers already waiting keep their place.
 	 *

@@ -99,6 +99,21 @@ abstract class RoverBucket {
 	 */
 	long[] ceilingCredits = NO_HOLES;
 
+	/**
+	 * R1: the tail when the bucket was last reset: a ticket at or before it was forgotten by the reset (guarded by
+	 * {@link #lock}; meaningful once {@link #wasReset}).
+	 */
+	long resetTail;
+
+	/** R1: whether the bucket was ever reset (guarded by {@link #lock}). */
+	boolean wasReset;
+
+	/**
+	 * R2: odd while a reset rewrites the state, the ceiling and the waiting claims' tickets under the lock, and
+	 * one more after it: a reader outside the lock that saw it change, or odd, reads again under the lock.
+	 */
+	volatile int resets;
+
 	RoverBucket(@Nullable String name, LongSupplier clock, boolean cappedRelease, long threshold) {
 		this.name = name;
 		this.clock = clock;
@@ -576,7 +591,7 @@ abstract class RoverBucket {
 		/**
 		 * Whether this is a state of striped mode, striped or held (S6), whose epoch only the lock's holder
 		 * reads: the fast paths turn away on {@code stripes} or {@code held} before they read it, and a reader
-		 * of a ticket's coverage outside the lock folds it first ({@code SharedTokenBucket.roverState}).
+		 * of a ticket's coverage outside the lock folds it first ({@code SharedTokenBucket.deficiency}, a waiting claim's poll).
 		 */
 		boolean marker() {
 			return this.stripes != null || this.held;

@@ -3,6 +3,9 @@ package dev.ratelimit.core;
 import java.math.BigDecimal;
 import java.math.BigInteger;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -142,7 +145,30 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * up to 0.7 s behind, so waiters were granted that long after their tokens were there:
 	 * SharedTokenBucketTests.aRefusalWakesNoWaiter, .aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt.)
 	 *
-	 * Linearization points: a claim at its CAS on tail (fast path: provided the state is unchanged after it,
+	 * R1. A reset forgets what is owed, and nothing leaks (contract revision 3). Under the lock, entered through
+	 * enterLocked (which folds the stripes, so striped mode too), with the fast claims held off by S4's held state:
+	 * the claims waiting for time or releases move to the end of the line, in ticket order, with new tickets; the
+	 * epoch restarts at now with base = resetTail + limit, resetTail being the tail at that instant, and no holes or
+	 * charges, so every ticket up to resetTail is covered (a covered claim keeps its tokens and costs the full bucket
+	 * nothing; a grab ticket's debt is forgotten) and the moved claims claim from the full bucket first. Capped: the
+	 * ceiling becomes resetTail + limit - what stays claimed (in flight, covered claims, grab tickets), so I8 holds
+	 * and a release after the reset never lifts the bucket above its limit. A ticket up to resetTail given back
+	 * after the reset gives nothing back to the rate (the reset forgot it; capped, its tokens leave the claims, as
+	 * a release does). So from the reset on the bucket grants at most limit + rate * w over a window w, plus what
+	 * refunds give back (as ever, I7). (SharedTokenBucketModelTests and StripedBucketModelTests, whose reference
+	 * resets alike; SharedTokenBucketTests.aResetFillsTheBucketAndWakesTheWaitersToClaimAgain,
+	 * .aReleaseAfterAResetNeverLiftsACappedBucketAboveItsLimit; SharedTokenBucketConcurrencyTests
+	 * .resetsRacingCallersNeverGrantMoreThanTheFullBucketsAndTheRate.)
+	 *
+	 * R2. Readers outside the lock see a reset whole. resets is odd while a reset rewrites the state, the ceiling
+	 * and the moved claims' tickets; a poll of a waiting claim or deficiency reads resets, then the ticket, the
+	 * ceiling and the state, then resets again, and reads under the lock when it changed (or was odd): a moved
+	 * claim is never judged by its old ticket against the new epoch, which covers it.
+	 * (SharedTokenBucketConcurrencyTests.resetsRacingCallersNeverGrantMoreThanTheFullBucketsAndTheRate.)
+	 *
+	 * Linearization points: a reset at its publication of the new state (a fast claim that took the tail before it,
+	 * with a ticket up to resetTail, took tokens of before the reset and is ordered before it; one with a later
+	 * ticket re-checks under the lock against the new state, I6); a claim at its CAS on tail (fast path: provided the state is unchanged after it,
 	 * else at the re-check under the lock); a stripe grant at its CAS on the stripe's word, at the time it
 	 * logged (the fold puts grants in the order of their times, each read within its call; S2 makes any
 	 * order valid); a fold when it has closed the last stripe; a charge likewise, at its CAS under the lock;
@@ -260,26 +286,20 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * @return {@code 0} when the ticket is covered (go ahead), otherwise the tokens missing
 	 */
 	public long deficiency(long ticket) {
+		int resets = this.resets;
 		long cap = this.ceil;
-		State s = roverState();
-		return missing(cap, s, ticket, now());
-	}
-
-	/**
-	 * S6: the state in force, for a reader outside the lock that reads its epoch: a state of striped mode
-	 * (whose epoch only the lock's holder reads) is folded first, under the lock. (Striped mode never has a
-	 * claim waiting, but a ticket can be out while it is entered: a grab that moved the tail between the
-	 * stripes' check and their reservation, which then gives up: {@code GrabDeficiencyRacingStripeTests}.)
-	 */
-	private State roverState() {
 		State s = this.state;
-		if (!s.marker()) {
-			return s;
+		long now = now();
+		if (s.marker() || (resets & 1) != 0 || this.resets != resets) {
+			// S6: a state of striped mode is folded first (its epoch only the lock's holder reads; striped mode never
+			// has a claim waiting, but a ticket can be out while it is entered: a grab that moved the tail between the
+			// stripes' check and their reservation, GrabDeficiencyRacingStripeTests); R2: a reset ran meanwhile
+			synchronized (this.lock) {
+				long at = enterLocked();
+				return missing(this.ceil, this.state, ticket, at);
+			}
 		}
-		synchronized (this.lock) {
-			enterLocked();
-			return this.state;
-		}
+		return missing(cap, s, ticket, now);
 	}
 
 	/**
@@ -408,12 +428,116 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 		if (checkedAmount(n) == 0) {
 			return;
 		}
-		boolean hole;
+		int wake;
 		synchronized (this.lock) {
-			hole = giveBackLocked(ticket, n, enterLocked());
+			wake = giveBackOrForgetLocked(ticket, n, enterLocked());
 		}
-		if (hole) {
+		wakeAfterGiveBack(wake, ticket);
+	}
+
+	/**
+	 * Puts the bucket back to full (contract revision 3; R1-R3 of the design notes): {@code limit} tokens
+	 * available, what is owed forgotten (the debt of the callers waiting, charges, holes), and the callers waiting
+	 * for time or releases woken to claim again: their claims go to the end of the line, in the order in which
+	 * they were made, so that the full bucket covers the first of them at once. A claim already covered keeps its
+	 * tokens (it is as good as granted) and costs the full bucket nothing. The statistics are kept. With capped
+	 * release the tokens in flight stay in flight (the work they guard still runs): the bucket has {@code limit}
+	 * less those tokens available, and their release gives them back, never above the limit (I8).
+	 *
+	 * <p>A claim from before the reset given back after it gives nothing back to the rate (the reset forgot it;
+	 * capped, its tokens leave the claims, as a release); a ticket from {@link #grab} taken before the reset is
+	 * covered by it (what it owed is forgotten).
+	 */
+	@Override
+	public void reset() {
+		synchronized (this.lock) {
+			long now = enterLocked();
+			this.resets++; // R2: odd while the structure is rewritten
+			try {
+				resetLocked(now);
+			}
+			finally {
+				this.resets++;
+			}
+		}
+		wakeAll();
+	}
+
+	/** R1, under the lock: the reset itself (see {@link #reset()}). */
+	private void resetLocked(long now) {
+		State s = this.state;
+		long cap = this.ceil;
+		long tl = (long) TAIL.getVolatile(this);
+		// the claims that wait for time or releases claim again; covered ones keep their tokens (R2 of the reservations)
+		List<Claim> again = new ArrayList<>();
+		long rebased = 0;
+		for (Claim claim : this.sleepers) {
+			if (claim.tokens() != 0 && missing(cap, s, claim.ticket, now) != 0) {
+				again.add(claim);
+				rebased += claim.tokens();
+			}
+		}
+		again.sort(Comparator.comparingLong((Claim claim) -> claim.ticket - tl)); // in line order (I3)
+		// capped (I8): the tokens claimed and neither released nor refunded, waiting claims included
+		long claimed = tl - s.credit(tl + 1) - s.charged(tl + 1) - pendingCredits() - cap + s.limit;
+		// fast claims wait for the reset (S4's held state; one that took the tail meanwhile re-checks, I6)
+		this.state = markerLocked(s, s.start, s.base, null);
+		long floor = (long) TAIL.getVolatile(this);
+		for (Claim claim : again) {
+			long n = claim.tokens();
+			for (;;) {
+				long t = (long) TAIL.getVolatile(this);
+				if (TAIL.compareAndSet(this, t, t + n)) {
+					claim.ticket = t + n;
+					break;
+				}
+			}
+		}
+		if (this.cappedRelease) {
+			// what stays claimed (in flight, covered claims, grab tickets) stays out of the ceiling
+			this.ceil = floor + s.limit - (claimed - rebased);
+			this.ceilingCredits = NO_HOLES;
+		}
+		this.resetTail = floor;
+		this.wasReset = true;
+		// R3, the linearization point: full at now (a whole epoch: I2's fraction dropped), nothing owed
+		this.state = new State(s.rate, now, floor + s.limit, s.limit, NO_HOLES, NO_HOLES);
+	}
+
+	/** Nobody to wake. */
+	private static final int WAKE_NONE = 0;
+
+	/** A hole: the claims behind it moved up (W1). */
+	private static final int WAKE_BEHIND = 1;
+
+	/** The ceiling moved: any claim may have. */
+	private static final int WAKE_ALL = 2;
+
+	/**
+	 * Under the lock: gives back the claim of {@code n} tokens at {@code ticket} (I3), or, when the bucket was reset
+	 * after the claim was made (R1), nothing to the rate (the reset forgot the claim) and, capped, its tokens to the
+	 * ceiling (they are claimed no longer).
+	 *
+	 * @return whom to wake
+	 */
+	private int giveBackOrForgetLocked(long ticket, long n, long now) {
+		if (this.wasReset && ticket - this.resetTail <= 0) {
+			if (!this.cappedRelease) {
+				return WAKE_NONE;
+			}
+			this.ceil += n;
+			foldReached(now);
+			return WAKE_ALL;
+		}
+		return giveBackLocked(ticket, n, now) ? WAKE_BEHIND : WAKE_NONE;
+	}
+
+	private void wakeAfterGiveBack(int wake, long ticket) {
+		if (wake == WAKE_BEHIND) {
 			wakeBehind(ticket);
+		}
+		else if (wake == WAKE_ALL) {
+			wakeAll();
 		}
 	}
 
@@ -799,7 +923,8 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	/** A caller's claim: its ticket, polled until covered (I3), given back by position. */
 	private final class Claim extends AbstractReservation {
 
-		private final long ticket;
+		/** Written under the lock (a reset moves a waiting claim to the end of the line, R1); read by pollers. */
+		private volatile long ticket;
 
 		/** Covered when it was made (set under the lock before the claim is published). */
 		boolean coveredAtOnce;
@@ -815,23 +940,47 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 			if (tokens() == 0) {
 				return 0;
 			}
-			long cap = SharedTokenBucket.this.ceil;
-			State s = roverState();
+			SharedTokenBucket bucket = SharedTokenBucket.this;
+			int resets = bucket.resets;
+			long ticket = this.ticket;
+			long cap = bucket.ceil;
+			State s = bucket.state;
 			long now = now();
-			if (missing(cap, s, this.ticket, now) == 0) {
+			if (s.marker() || (resets & 1) != 0 || bucket.resets != resets) {
+				// S6: a state of striped mode is folded first; R2: a reset ran meanwhile: read it all under the lock
+				synchronized (bucket.lock) {
+					long at = enterLocked();
+					return delayOf(this.ticket, bucket.ceil, bucket.state, at);
+				}
+			}
+			return delayOf(ticket, cap, s, now);
+		}
+
+		private long delayOf(long ticket, long cap, State s, long now) {
+			if (missing(cap, s, ticket, now) == 0) {
 				return 0;
 			}
-			if (capMissing(cap, s, this.ticket) > 0 && rateWait(s, this.ticket, now) == 0) {
+			long wait = rateWait(s, ticket, now);
+			if (capMissing(cap, s, ticket) > 0 && wait == 0) {
 				return AWAITING_RELEASE;
 			}
-			long wait = rateWait(s, this.ticket, now);
 			return (wait > 0) ? wait : AWAITING_RELEASE;
 		}
 
 		@Override
 		protected void giveBack() {
-			SharedTokenBucket.this.sleepers.remove(this);
-			refund(this.ticket, tokens());
+			long n = tokens();
+			long ticket;
+			int wake = WAKE_NONE;
+			synchronized (SharedTokenBucket.this.lock) {
+				// under the lock: a reset either moved this claim already or sees it still waiting (R1)
+				SharedTokenBucket.this.sleepers.remove(this);
+				ticket = this.ticket;
+				if (n != 0) {
+					wake = giveBackOrForgetLocked(ticket, n, enterLocked());
+				}
+			}
+			wakeAfterGiveBack(wake, ticket);
 		}
 
 		@Override

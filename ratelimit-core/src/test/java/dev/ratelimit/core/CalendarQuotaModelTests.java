@@ -232,7 +232,10 @@ class CalendarQuotaModelTests {
 		boolean charged;
 
 		/** Per period: tokens covered, tokens given back, the largest limit in force. */
-		final Map<Long, long[]> ledger = new HashMap<>();
+		final Map<String, long[]> ledger = new HashMap<>();
+
+		/** Resets so far (revision 3): each starts the period's ledger again. */
+		long resets;
 
 		Ref(RefCalendar calendar, long limit, long second, long origin) {
 			this.calendar = calendar;
@@ -259,7 +262,7 @@ class CalendarQuotaModelTests {
 		}
 
 		void ledger(long covered, long givenBack) {
-			long[] entry = this.ledger.computeIfAbsent(this.index, (k) -> new long[3]);
+			long[] entry = this.ledger.computeIfAbsent(this.index + "/" + this.resets, (k) -> new long[3]);
 			entry[0] += covered;
 			entry[1] += givenBack;
 			entry[2] = Math.max(entry[2], this.limit);
@@ -286,6 +289,24 @@ class CalendarQuotaModelTests {
 				}
 				this.line.remove(0);
 			}
+		}
+
+		/**
+		 * Revision 3: the period's count zero again, what is owed forgotten (charges in line dropped), the line
+		 * served at once; tokens covered before it are gone (given back later, they give nothing).
+		 */
+		void reset(List<RefClaim> open) {
+			for (RefClaim claim : open) {
+				if (claim.coveredIn != Long.MIN_VALUE) {
+					claim.coveredIn = Long.MIN_VALUE + 1; // (covered, in no period any more)
+				}
+			}
+			this.resets++;
+			this.used = 0;
+			this.line.removeIf((entry) -> entry instanceof Long);
+			this.charged = false; // (the debt is forgotten: the ledger's bound holds again)
+			ledger(0, 0);
+			serve();
 		}
 
 		void giveBackToPeriod(long n) {
@@ -507,6 +528,14 @@ class CalendarQuotaModelTests {
 				}
 				this.quota.charge(n);
 				log("charge(%d)", n);
+			}
+			else if (op < 93) {
+				this.ref.advance(nowSecond());
+				this.ref.reset(this.open);
+				long granted = this.quota.snapshot().granted();
+				this.quota.reset();
+				log("reset");
+				assertEqual("granted after a reset", this.quota.snapshot().granted(), granted);
 			}
 			else if (op < 95) {
 				long limit = switch (this.random.nextInt(4)) {

@@ -274,4 +274,26 @@ class CalendarQuotaTests {
 		assertThat(quota.snapshot().granted()).isEqualTo(10_000);
 		assertThat(quota.snapshot().rejected()).isEqualTo(14_000);
 	}
+
+	@Test
+	void aResetGivesTheWholeAllowanceAgainAndServesTheWaiters() {
+		FakeWallClock clock = new FakeWallClock(Instant.parse("2026-01-01T12:00:00Z"));
+		CalendarQuota quota = quota(10, QuotaCalendar.Unit.DAY, ZoneOffset.UTC, clock);
+		assertThat(quota.tryAcquire(8)).isTrue();
+		Reservation early = quota.reserve(2, Duration.ZERO); // covered at once
+		quota.charge(5); // a debt, paid from tomorrow's allowance
+		Reservation waiter = quota.reserve(4, Duration.ofDays(3));
+		assertThat(waiter.poll()).isPositive();
+		long granted = quota.snapshot().granted();
+
+		quota.reset();
+
+		assertThat(waiter.poll()).isZero(); // served at once from the whole allowance, the debt forgotten
+		waiter.permit().close();
+		assertThat(quota.snapshot().available()).isEqualTo(6);
+		early.cancel(); // covered before the reset: its tokens went with it, nothing to give back
+		assertThat(quota.snapshot().available()).isEqualTo(6);
+		assertThat(quota.snapshot().granted()).isEqualTo(granted + 1);
+		assertThat(quota.snapshot().resetsAt()).isEqualTo(Instant.parse("2026-01-02T00:00:00Z"));
+	}
 }

@@ -13,7 +13,8 @@ import org.junit.jupiter.api.Test;
  * integers (ticks of {@code 1 / num} nanosecond, nothing saturates, nothing wraps): seeded random
  * sequences of tries, claims that wait, polls, give-ups, refunds of what a granted call took
  * ({@code refundIf}, {@code settle} to a smaller cost), charges ({@code settle} to a larger cost, into
- * debt, with callers waiting), rate, burst and limit changes and clock moves (standing, going back,
+ * debt, with callers waiting), rate, burst and limit changes, resets (contract revision 3: a new pacer's
+ * pools, the backlog forgotten, the waiters claiming again) and clock moves (standing, going back,
  * jumping days), at rates from 0.001 to 10^9 per second. Every decision, readiness, wait, the
  * available operations and the time behind schedule must equal the reference's, and the invariants
  * hold at every step: the pools never hold more than their sizes, the operations granted (net of
@@ -261,14 +262,14 @@ class HybridRateLimiterModelTests {
 				this.ref.updateRate(rate[0], rate[1]);
 				log("updateRate(%d per %d ns)", rate[0], rate[1]);
 			}
-			else if (op < 98) {
+			else if (op < 97) {
 				double ratio = randomRatio();
 				this.ref.fill(this.clock.getAsLong());
 				this.pacer.updateBurstRatio(ratio);
 				this.ref.updateSettings(this.ref.ratio(ratio), this.ref.limit);
 				log("updateBurstRatio(%s)", ratio);
 			}
-			else {
+			else if (op < 99) {
 				long limit = 1 + this.random.nextInt(20);
 				this.ref.fill(this.clock.getAsLong());
 				if (!this.ref.claimsFitLimit(limit)) {
@@ -278,7 +279,28 @@ class HybridRateLimiterModelTests {
 				this.ref.updateSettings(this.ref.ratio, limit);
 				log("updateLimit(%d)", limit);
 			}
+			else {
+				reset();
+			}
 			return true;
+		}
+
+		/**
+		 * Revision 3's reset (P7): a new pacer's pools, nothing behind schedule; the waiters not covered claim again
+		 * at the end of the line, in order; counts kept.
+		 */
+		private void reset() {
+			this.ref.fill(this.clock.getAsLong());
+			pollAll("before reset");
+			RateLimiterSnapshot before = this.pacer.snapshot();
+			this.pacer.reset();
+			this.ref.reset();
+			log("reset");
+			RateLimiterSnapshot after = this.pacer.snapshot();
+			equal("granted after a reset", after.granted(), before.granted());
+			equal("rejected after a reset", after.rejected(), before.rejected());
+			equal("waiting after a reset", after.waiting(), before.waiting());
+			pollAll("after reset");
 		}
 
 		private void granted(long n) {
@@ -610,7 +632,7 @@ class HybridRateLimiterModelTests {
 			BigInteger sum = BigInteger.ZERO;
 			boolean after = false;
 			for (long[] c : this.queue) {
-				if (after) {
+				if (after && c[2] != 2) { // (a claim a reset forgave is not in the level)
 					sum = sum.add(BigInteger.valueOf(c[1]).multiply(this.den));
 				}
 				if (c[0] == id) {
@@ -622,6 +644,9 @@ class HybridRateLimiterModelTests {
 
 		/** The head covers a claim when the level net of the claims behind it is >= 0 (tickets are whole). */
 		long waitNanos(int id) {
+			if (this.queue.stream().anyMatch((c) -> c[0] == id && c[2] == 2)) {
+				return 0; // covered at a reset, which forgave it
+			}
 			BigInteger missing = this.level.add(behindOf(id)).negate();
 			if (missing.signum() <= 0) {
 				return 0;
@@ -642,6 +667,11 @@ class HybridRateLimiterModelTests {
 		void giveUp(int id) {
 			for (int i = 0; i < this.queue.size(); i++) {
 				if (this.queue.get(i)[0] == id) {
+					if (this.queue.get(i)[2] == 2) {
+						this.queue.remove(i); // forgiven by a reset: nothing given back
+						dropLeadingCharges();
+						return;
+					}
 					if (i < this.queue.size() - 1) {
 						this.holeOps = this.holeOps.add(BigInteger.valueOf(this.queue.get(i)[1]));
 					}
@@ -663,6 +693,37 @@ class HybridRateLimiterModelTests {
 				}
 			}
 			throw new AssertionError("no claim #" + id);
+		}
+
+		/**
+		 * Revision 3: as a new pacer (active pool full, nothing behind schedule, charges dropped); claims covered now
+		 * are forgiven (kept, no longer in the level), the others claim again at the end of the line, in order.
+		 */
+		void reset() {
+			List<long[]> kept = new ArrayList<>();
+			List<long[]> again = new ArrayList<>();
+			for (long[] c : this.queue) {
+				if (c[2] != 1) {
+					(c[2] == 2 || waitNanos((int) c[0]) == 0 ? kept : again).add(c);
+				}
+			}
+			this.queue.clear();
+			BigInteger forgiven = BigInteger.ZERO;
+			for (long[] c : kept) {
+				this.queue.add(new long[] { c[0], c[1], 2 });
+				forgiven = forgiven.add(BigInteger.valueOf(c[1]).multiply(this.den));
+			}
+			this.level = this.activeMax;
+			for (long[] c : again) {
+				this.queue.add(c);
+				this.level = this.level.subtract(BigInteger.valueOf(c[1]).multiply(this.den));
+			}
+			this.behind = BigInteger.ZERO;
+			this.lostNanos = BigInteger.ZERO;
+			this.carry = BigInteger.ZERO;
+			this.holeOps = BigInteger.ZERO;
+			// the conservation check starts again: a new pacer's pools, and what the forgiven claims may still take
+			this.produced = this.granted.add(opsToUnits(this.activeMax.add(forgiven)));
 		}
 
 		/** A rate change must leave every queued claim within what the new pools can hold. */

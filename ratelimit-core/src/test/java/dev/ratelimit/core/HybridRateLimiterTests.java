@@ -440,4 +440,28 @@ class HybridRateLimiterTests {
 		pacer.updateRate(2000, Duration.ofSeconds(1));
 		assertThat(woken).containsExactly(2, 0, 3, 0);
 	}
+
+	@Test
+	void aResetFillsTheActivePoolForgetsTheBacklogAndWakesTheWaiters() {
+		FakeClock clock = new FakeClock();
+		HybridRateLimiter pacer = HybridRateLimiter.builder().rate(10, Duration.ofSeconds(1)).burstRatio(1.0).limit(5)
+			.stats(StatsRecorder.concurrent()).clock(clock).build();
+		clock.advance(Duration.ofHours(1)); // idle: the pools are full, the rest of the hour is behind schedule
+		assertThat(pacer.behindSchedule()).isPositive();
+		assertThat(pacer.tryAcquire(5)).isTrue();
+		pacer.charge(2);
+		Reservation waiter = pacer.reserve(3, Duration.ofHours(1));
+		assertThat(waiter.poll()).isEqualTo(Duration.ofMillis(500).toNanos());
+
+		pacer.reset();
+
+		assertThat(pacer.behindSchedule()).isZero();
+		assertThat(waiter.poll()).isZero(); // claimed again from the full active pool, the debt forgotten
+		waiter.permit().close();
+		RateLimiterSnapshot after = pacer.snapshot();
+		assertThat(after.available()).isEqualTo(2.0);
+		assertThat(after.granted()).isEqualTo(2);
+		assertThat(pacer.tryAcquire(3)).isFalse();
+		assertThat(pacer.tryAcquire(2)).isTrue();
+	}
 }

@@ -127,4 +127,80 @@ class SharedTokenBucketConcurrencyTests {
 			bucket.release(n);
 		}
 	}
+
+	@ParameterizedTest
+	@ValueSource(booleans = { false, true })
+	void resetsRacingCallersNeverGrantMoreThanTheFullBucketsAndTheRate(boolean capped) throws Exception {
+		FakeClock clock = new FakeClock();
+		long limit = 20;
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(7, Duration.ofMillis(3)).limit(limit)
+				.cappedRelease(capped).clock(clock).build();
+		long start = clock.getAsLong();
+		AtomicLong granted = new AtomicLong();
+		AtomicLong inFlight = new AtomicLong();
+		AtomicLong worstInFlight = new AtomicLong();
+		AtomicBoolean stop = new AtomicBoolean();
+		CountDownLatch done = new CountDownLatch(4);
+		for (int t = 0; t < 4; t++) {
+			long seed = t;
+			new Thread(() -> {
+				SplittableRandom random = new SplittableRandom(seed);
+				List<Reservation> claims = new ArrayList<>();
+				while (!stop.get()) {
+					long n = 1 + random.nextInt(5);
+					switch (random.nextInt(4)) {
+						case 0 -> {
+							if (bucket.tryAcquire(n)) {
+								take(n, capped, bucket, granted, inFlight, worstInFlight);
+							}
+						}
+						case 1 -> {
+							try {
+								claims.add(bucket.reserve(n, Duration.ofMillis(random.nextInt(20))));
+							}
+							catch (RateLimitExceededException ex) {
+								// refused: nothing kept
+							}
+						}
+						default -> {
+							if (!claims.isEmpty()) {
+								Reservation claim = claims.remove(random.nextInt(claims.size()));
+								settle(claim, random.nextBoolean(), capped, bucket, granted, inFlight, worstInFlight);
+							}
+						}
+					}
+				}
+				for (Reservation claim : claims) {
+					settle(claim, false, capped, bucket, granted, inFlight, worstInFlight);
+				}
+				done.countDown();
+			}).start();
+		}
+		long resets = 0;
+		for (int step = 0; step < 5_000; step++) {
+			clock.advanceNanos(50_000);
+			if (step % 50 == 0) {
+				bucket.reset(); // R1: at most limit more tokens each
+				resets++;
+			}
+			LockSupport.parkNanos(20_000);
+		}
+		stop.set(true);
+		done.await();
+		long elapsed = clock.getAsLong() - start;
+		double bound = limit * (resets + 1) + 7.0 * elapsed / Duration.ofMillis(3).toNanos();
+		assertThat((double) granted.get()).isLessThanOrEqualTo(bound);
+		assertThat(worstInFlight.get()).isLessThanOrEqualTo(capped ? limit : Long.MAX_VALUE);
+		RateLimiterSnapshot settled = bucket.snapshot();
+		assertThat(settled.waiting()).isZero();
+		assertThat(settled.inFlight()).isZero();
+		bucket.reset();
+		assertThat(bucket.snapshot().available()).isEqualTo(limit); // nothing leaked, nothing lost
+		clock.advance(Duration.ofSeconds(1));
+		long drained = 0;
+		while (bucket.tryAcquire(1)) {
+			drained++;
+		}
+		assertThat(drained).isEqualTo(limit);
+	}
 }

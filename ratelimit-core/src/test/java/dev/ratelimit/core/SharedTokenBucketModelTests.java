@@ -4,8 +4,10 @@ import java.math.BigInteger;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.SplittableRandom;
 
 import org.junit.jupiter.api.Test;
@@ -14,7 +16,8 @@ import org.junit.jupiter.api.Test;
  * The rover bucket checked step by step against an exact token bucket written for the test: seeded
  * random sequences of tries, claims that wait, polls, give-ups, grants, releases (permits closed),
  * refunds of what a granted call took ({@code refundIf}, {@code settle} to a smaller cost), charges
- * ({@code settle} to a larger cost, into debt, with callers waiting), rate and limit changes and clock
+ * ({@code settle} to a larger cost, into debt, with callers waiting), rate and limit changes, resets
+ * (contract revision 3: full again, what is owed forgotten, the waiters claiming again) and clock
  * moves (standing, going back, jumping years, at rates from one per century to 10^9 per second), on a
  * fake clock. Every decision, every readiness, every reported wait, the available tokens and the
  * tokens in flight must equal the reference's; a charge must leave every waiter's readiness and wait as
@@ -266,12 +269,62 @@ class SharedTokenBucketModelTests {
 			else if (op < 93) {
 				charge();
 			}
-			else if (op < 96) {
+			else if (op < 95) {
 				updateRate();
 			}
-			else {
+			else if (op < 97) {
 				updateLimit();
 			}
+			else {
+				reset();
+			}
+		}
+
+		/**
+		 * Revision 3's reset (R1): full again, what is owed forgotten; the waiters not covered claim again at the end
+		 * of the line, in order, the covered ones keep their tokens; a grab ticket is covered by it (its caller then
+		 * goes ahead), capped: what is in flight stays in flight. Counts are kept.
+		 */
+		private void reset() {
+			this.ref.advance(this.clock.getAsLong());
+			if (this.capped) {
+				// capped: a grab still short of the ceiling keeps its place in line, not modelled: it gives up first
+				for (long[] grab : new ArrayList<>(this.grabs)) {
+					Reference.Claim c = this.ref.byId((int) grab[2]);
+					if (this.ref.deficiency(c) != 0) {
+						this.bucket.refund(grab[0], grab[1]);
+						this.ref.giveUp(c);
+						this.grabs.remove(grab);
+						log("refund(ticket, %d) of a grab before a reset", grab[1]);
+					}
+				}
+			}
+			pollAll("before reset");
+			RateLimiterSnapshot before = this.bucket.snapshot();
+			this.bucket.reset();
+			Set<Reference.Claim> waiting = new HashSet<>();
+			for (Waiter w : this.waiters) {
+				waiting.add(w.claim);
+			}
+			this.ref.reset(waiting);
+			for (long[] grab : this.grabs) {
+				this.ref.inFlight += grab[1]; // covered by the reset: its caller goes ahead
+			}
+			log("reset");
+			RateLimiterSnapshot after = this.bucket.snapshot();
+			equal("granted after a reset", after.granted(), before.granted());
+			equal("rejected after a reset", after.rejected(), before.rejected());
+			for (long[] grab : this.grabs) {
+				equal("deficiency of a grab after a reset", this.bucket.deficiency(grab[0]), 0L);
+				Grant done = new Grant(grab[1], null);
+				if (this.capped) {
+					done.close = () -> this.bucket.release(done.n - done.refunded);
+					done.raw = true;
+				}
+				granted(done);
+			}
+			this.grabs.clear();
+			pollAll("after reset");
 		}
 
 		private void moveClock() {
@@ -852,6 +905,9 @@ class SharedTokenBucketModelTests {
 
 		private final List<Claim> queue = new ArrayList<>();
 
+		/** Claims covered when the bucket was reset: they keep their tokens, which are no longer in {@code a}. */
+		private final Set<Claim> forgiven = new HashSet<>();
+
 		private final boolean capped;
 
 		private int ids;
@@ -941,12 +997,15 @@ class SharedTokenBucketModelTests {
 			throw new AssertionError("no claim #" + id);
 		}
 
-		/** Tokens queued behind {@code c}: for the rate, claims and charges; for the ceiling, claims only. */
+		/**
+		 * Tokens queued behind {@code c}: for the rate, claims (not those a reset forgave) and charges; for the
+		 * ceiling, claims only.
+		 */
 		private long behind(Claim c, boolean forRate) {
 			long sum = 0;
 			boolean after = false;
 			for (Claim other : this.queue) {
-				if (after && !other.credit && (forRate || !other.charge)) {
+				if (after && !other.credit && (forRate ? !this.forgiven.contains(other) : !other.charge)) {
 					sum += other.n;
 				}
 				if (other == c) {
@@ -957,12 +1016,12 @@ class SharedTokenBucketModelTests {
 		}
 
 		boolean covered(Claim c) {
-			return this.a.add(scaled(behind(c, true))).signum() >= 0
+			return (this.forgiven.contains(c) || this.a.add(scaled(behind(c, true))).signum() >= 0)
 					&& (!this.capped || this.cap + behind(c, false) >= 0);
 		}
 
 		long deficiency(Claim c) {
-			BigInteger owed = this.a.add(scaled(behind(c, true))).negate();
+			BigInteger owed = this.forgiven.contains(c) ? BigInteger.ZERO : this.a.add(scaled(behind(c, true))).negate();
 			BigInteger byRate = owed.signum() <= 0 ? BigInteger.ZERO : ceilDiv(owed, this.den);
 			long byCap = this.capped ? Math.max(0, -(this.cap + behind(c, false))) : 0;
 			return Math.max(byRate.longValueExact(), byCap);
@@ -970,6 +1029,9 @@ class SharedTokenBucketModelTests {
 
 		/** The first whole nanosecond at which the rate covers the claim (0 when it does now). */
 		long rateWait(Claim c) {
+			if (this.forgiven.contains(c)) {
+				return 0;
+			}
 			BigInteger owed = this.a.add(scaled(behind(c, true))).negate();
 			if (owed.signum() <= 0) {
 				return 0;
@@ -984,7 +1046,9 @@ class SharedTokenBucketModelTests {
 
 		void giveUp(Claim c) {
 			this.queue.remove(c);
-			this.a = this.a.add(scaled(c.n)).min(limitScaled());
+			if (!this.forgiven.remove(c)) { // (a claim a reset forgave gives nothing back to the rate)
+				this.a = this.a.add(scaled(c.n)).min(limitScaled());
+			}
 			this.cap += c.n;
 			dropLeadingCharges();
 			foldCredits();
@@ -1020,6 +1084,7 @@ class SharedTokenBucketModelTests {
 
 		void grant(Claim c) {
 			this.queue.remove(c);
+			this.forgiven.remove(c);
 			this.inFlight += c.n;
 			dropLeadingCharges();
 			foldCredits();
@@ -1065,6 +1130,29 @@ class SharedTokenBucketModelTests {
 					: this.a.subtract(this.den).add(BigInteger.ONE).divide(this.den);
 			setRate(tokens, periodNanos);
 			this.a = whole.multiply(this.den);
+		}
+
+		/**
+		 * Revision 3: full again, nothing owed (charges dropped, refunds waiting for the ceiling in it; grab tickets,
+		 * the claims not among {@code waiters}, covered); the waiters' claims covered now keep their tokens (forgiven: nothing for the rate from now on), the others claim again at the
+		 * end of the line, in order; capped, the ceiling keeps what is in flight and claimed out of it.
+		 */
+		void reset(Set<Claim> waiters) {
+			long credits = pendingCredits();
+			List<Claim> kept = new ArrayList<>();
+			List<Claim> again = new ArrayList<>();
+			for (Claim c : this.queue) {
+				if (!c.charge && !c.credit && waiters.contains(c)) { // (the others, grab tickets, the reset covers)
+					(covered(c) ? kept : again).add(c);
+				}
+			}
+			this.queue.clear();
+			this.queue.addAll(kept);
+			this.queue.addAll(again);
+			this.forgiven.addAll(kept);
+			long rebased = again.stream().mapToLong(Claim::n).sum();
+			this.a = scaled(this.limit - rebased);
+			this.cap += credits;
 		}
 
 		void updateLimit(long newLimit) {

@@ -1003,4 +1003,81 @@ class SharedTokenBucketTests {
 			this.bucket.release(1);
 		}
 	}
+
+	@Test
+	void aResetFillsTheBucketAndWakesTheWaitersToClaimAgain() throws Exception {
+		FakeClock clock = new FakeClock();
+		SharedTokenBucket bucket = SharedTokenBucket.builder().name("b").rate(1, Duration.ofSeconds(1)).limit(10)
+			.stats(StatsRecorder.concurrent()).clock(clock).build();
+		assertThat(bucket.tryAcquire(10)).isTrue();
+		bucket.charge(5); // a debt: the next caller would wait 5 s more
+		Reservation first = bucket.reserve(3, Duration.ofHours(1));
+		assertThat(first.poll()).isEqualTo(Duration.ofSeconds(8).toNanos());
+		java.util.concurrent.CompletableFuture<Permit> blocked = new java.util.concurrent.CompletableFuture<>();
+		Thread thread = new Thread(() -> {
+			try {
+				blocked.complete(bucket.acquire(4, Duration.ofHours(1)));
+			}
+			catch (Throwable ex) {
+				blocked.completeExceptionally(ex);
+			}
+		});
+		thread.start();
+		while (bucket.snapshot().waiting() < 2) {
+			Thread.onSpinWait();
+		}
+		assertThat(blocked).isNotDone(); // it waits 12 s of a clock that does not move
+
+		bucket.reset();
+
+		// both claim again from the full bucket, in order, and are covered at once: the blocked thread is woken
+		assertThat(blocked.get(10, java.util.concurrent.TimeUnit.SECONDS)).isNotNull();
+		assertThat(first.poll()).isZero();
+		first.permit().close();
+		RateLimiterSnapshot after = bucket.snapshot();
+		assertThat(after.available()).isEqualTo(3); // 10 - 3 - 4: the waiters' claims came from the full bucket
+		assertThat(after.deficiency()).isZero();
+		assertThat(after.waiting()).isZero();
+		assertThat(after.granted()).isEqualTo(3); // counts are kept: tryAcquire(10), then the two waiters
+		assertThat(bucket.tryAcquire(4)).isFalse();
+		assertThat(bucket.tryAcquire(3)).isTrue();
+	}
+
+	@Test
+	void aClaimCoveredBeforeAResetKeepsItsTokensAndGivesNothingBackAfterIt() {
+		FakeClock clock = new FakeClock();
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1, Duration.ofSeconds(1)).limit(10).clock(clock).build();
+		Reservation covered = bucket.reserve(6, Duration.ZERO);
+		assertThat(covered.poll()).isZero();
+		bucket.reset();
+		assertThat(covered.poll()).isZero(); // still covered: it is as good as granted
+		assertThat(bucket.snapshot().available()).isEqualTo(10);
+		assertThat(bucket.tryAcquire(7)).isTrue();
+		covered.cancel(); // the reset forgot its tokens: giving them back now would lift the bucket by 6
+		assertThat(bucket.snapshot().available()).isEqualTo(3);
+	}
+
+	@Test
+	void aReleaseAfterAResetNeverLiftsACappedBucketAboveItsLimit() {
+		FakeClock clock = new FakeClock();
+		SharedTokenBucket bucket = SharedTokenBucket.builder().rate(1000, Duration.ofSeconds(1)).limit(5)
+			.cappedRelease(true).clock(clock).build();
+		Permit held = bucket.tryAcquire(3) ? null : Permit.noop();
+		assertThat(held).isNull();
+		Reservation waiter = bucket.reserve(4, Duration.ofHours(1)); // waits for releases: only 2 are not in flight
+		assertThat(waiter.poll()).isPositive();
+
+		bucket.reset();
+
+		RateLimiterSnapshot after = bucket.snapshot();
+		assertThat(after.inFlight()).isEqualTo(3); // the work they guard still runs
+		assertThat(after.available()).isZero(); // 5 - 3 in flight, and the waiter's claim of 4 came first
+		assertThat(waiter.poll()).isPositive();
+		bucket.release(3);
+		assertThat(waiter.poll()).isZero();
+		waiter.permit().close();
+		clock.advance(Duration.ofSeconds(1));
+		assertThat(bucket.snapshot().available()).isEqualTo(5); // not 5 + 3: the release after the reset is no gift
+		assertThat(bucket.snapshot().inFlight()).isZero();
+	}
 }

@@ -4,6 +4,7 @@ import java.math.BigInteger;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.SplittableRandom;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -24,7 +25,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * often on a full bucket (the cap makes the grants' times matter when the stripes are folded); single
  * {@code tryAcquire(n)} with {@code n} larger than a stripe's share, the limit, or {@code 2^50}; clock moves
  * (none, 1 ns, part of a token, whole intervals, idle until full, a little back); and, less often since each
- * folds the stripes: snapshots, {@code refund(n)}, {@code charge(n)}, {@code grab} and its give-back,
+ * folds the stripes: snapshots, {@code refund(n)}, {@code charge(n)}, {@code grab} and its give-back, resets,
  * {@code acquire(n, maxWait)} (granted at once, refused at once with the exact wait, or waiting in a thread
  * that is polled until the reference says its tokens are there), rate and limit changes.
  *
@@ -262,12 +263,32 @@ class StripedBucketModelTests {
 			else if (op < 93) {
 				acquire();
 			}
-			else if (op < 96) {
+			else if (op < 95) {
 				updateRate();
 			}
-			else {
+			else if (op < 98) {
 				updateLimit();
 			}
+			else {
+				reset();
+			}
+		}
+
+		/**
+		 * Revision 3's reset (R1), which folds the stripes: full again, nothing owed; a waiting acquire claims again
+		 * (woken, and granted when, and only when, the reference covers it); grab tickets are covered. The window
+		 * of the bound starts again: from the reset on the bucket grants at most {@code limit + rate * w}.
+		 */
+		private void reset() {
+			this.ref.advance(this.clock.getAsLong());
+			this.bucket.reset();
+			this.ref.reset((this.waiter != null) ? Set.of(this.waiter.claim) : Set.of());
+			log("reset");
+			for (long[] grab : this.grabs) {
+				equal("deficiency of a grab after a reset", this.bucket.deficiency(grab[0]), 0L);
+			}
+			this.grabs.clear(); // (their callers go ahead)
+			resetWindow(); // (the waiter, if the reference covers it now, is settled after this step)
 		}
 
 		private long randomCost() {

@@ -72,7 +72,14 @@ final class BucketScript {
 		 * Store the bucket mode ({@code enforce} or {@code shadow}) in the retune record for every instance,
 		 * and read the retune in force, as {@link #TUNE} does; nothing else is read or written.
 		 */
-		SWITCH("switch");
+		SWITCH("switch"),
+		/**
+		 * Contract revision 3: make the bucket full now, what callers owed forgotten (capped: what is in flight
+		 * stays in flight), and, for a bucket with four keys, record the reset for its overflow bucket and its
+		 * keys' buckets on every instance (a hash that has not followed it is full again at its next call), and
+		 * publish it on {@code <key-prefix>{<bucket>}:reset}.
+		 */
+		RESET("reset");
 
 		final String argument;
 
@@ -162,9 +169,20 @@ final class BucketScript {
 		 * @param inForce the template's settings in force, as this instance last read them
 		 */
 		static String[] keyArguments(Settings inForce, Mode mode, long n, long maxWaitMicros, String id) {
+			return keyArguments(inForce, mode, n, maxWaitMicros, id, 0);
+		}
+
+		/**
+		 * The script's arguments for the bucket of one key, as {@link #keyArguments(Settings, Mode, long, long, String)},
+		 * with the template's last reset as read with its settings ({@code resetAtMicros}, 0 for none): a key's
+		 * hash that has not followed it is full again.
+		 */
+		static String[] keyArguments(Settings inForce, Mode mode, long n, long maxWaitMicros, String id,
+				long resetAtMicros) {
 			String[] head = arguments(inForce, mode, n, maxWaitMicros, id, null);
-			String[] all = java.util.Arrays.copyOf(head, head.length + 1);
+			String[] all = java.util.Arrays.copyOf(head, head.length + 2);
 			all[head.length] = Long.toString(inForce.retunedAtMicros);
+			all[head.length + 1] = Long.toString(resetAtMicros);
 			return all;
 		}
 
@@ -272,7 +290,8 @@ final class BucketScript {
 	 *        {@link #AS_CONFIGURED} (0, also for a key's bucket and for a script that does not say)
 	 */
 	record Reply(long code, long waitMicros, long level, long remainder, long inFlight, long tunedA, long tunedB,
-			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros, long sharedMode) {
+			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros, long sharedMode,
+			long resetAtMicros) {
 
 		/** {@link #sharedMode()}: no mode was switched, each instance's configuration is in force. */
 		static final long AS_CONFIGURED = 0;
@@ -290,18 +309,20 @@ final class BucketScript {
 		static final long AWAITING_RELEASE = 2;
 
 		/**
-		 * The reply's twelve values; eleven (as the script gave before the mode was shared) are read with the
-		 * mode as configured, and ten (before a retune recorded its time) also with a time of 0.
+		 * The reply's thirteen values; twelve (as the script gave before resets, contract revision 3) are read
+		 * with no reset, eleven (before the mode was shared) also with the mode as configured, and ten (before a
+		 * retune recorded its time) also with a time of 0.
 		 */
 		static Reply of(@Nullable List<?> values) {
-			if (values == null || values.size() < 10 || values.size() > 12) {
+			if (values == null || values.size() < 10 || values.size() > 13) {
 				throw new IllegalStateException("Unexpected reply from the bucket script: " + values);
 			}
 			return new Reply(number(values.get(0)), number(values.get(1)), number(values.get(2)),
 					number(values.get(3)), number(values.get(4)), number(values.get(5)), number(values.get(6)),
 					number(values.get(7)), number(values.get(8)), number(values.get(9)),
 					(values.size() >= 11) ? number(values.get(10)) : 0,
-					(values.size() == 12) ? number(values.get(11)) : AS_CONFIGURED);
+					(values.size() >= 12) ? number(values.get(11)) : AS_CONFIGURED,
+					(values.size() == 13) ? number(values.get(12)) : 0);
 		}
 
 		private static long number(Object value) {

@@ -102,6 +102,13 @@ abstract sealed class FailurePolicy {
 	}
 
 	/**
+	 * The bucket was reset (contract revision 3): the local policy's bucket is full again too, so that it
+	 * keeps no debt of before the reset and grants nothing from it either.
+	 */
+	void reset() {
+	}
+
+	/**
 	 * The view of a bucket that Redis did not answer.
 	 *
 	 * @param s the settings in force
@@ -257,6 +264,11 @@ abstract sealed class FailurePolicy {
 			else {
 				at(tune).charge(n);
 			}
+		}
+
+		@Override
+		void reset() {
+			this.bucket.reset();
 		}
 
 		@Override

@@ -118,6 +118,30 @@ final class RedisClaim extends AbstractReservation {
 		wake();
 	}
 
+	/**
+	 * The bucket was reset (contract revision 3): a claim granted with a wait it has not waited out yet had its
+	 * tokens taken before the reset, which forgot them, so it claims again from the full bucket (capped: its
+	 * lease released first); one waiting for releases asks again at once; one covered already keeps its tokens.
+	 */
+	void resetNearby() {
+		synchronized (this) {
+			long now = this.bucket.clock().getAsLong();
+			if (this.phase == DUE && this.claimed && this.due - now > 0) {
+				this.claimed = false;
+				if (this.bucket.tune().configured().capped()) {
+					this.bucket.held().decrementAndGet();
+					this.bucket.sendUnconditionally(Mode.RELEASE, 0, this.id);
+				}
+				ask(now);
+			}
+			else if (this.phase == RELEASES) {
+				this.nextAskNanos = now;
+				this.askIntervalNanos = FIRST_RELEASE_ASK_NANOS;
+			}
+		}
+		wake();
+	}
+
 	void releasedNearby() {
 		synchronized (this) {
 			this.nextAskNanos = this.bucket.clock().getAsLong();
@@ -289,6 +313,7 @@ final class RedisClaim extends AbstractReservation {
 	@Override
 	protected synchronized void giveBack() {
 		this.bucket.releaseWaiters().remove(this);
+		this.bucket.claims().remove(this);
 		switch (this.phase) {
 			case ASKING -> {
 				// no call is out when the bucket was in a back-off and the policy refused at once
@@ -331,6 +356,7 @@ final class RedisClaim extends AbstractReservation {
 
 	@Override
 	protected synchronized Permit grantedPermit() {
+		this.bucket.claims().remove(this);
 		Call late = this.call;
 		if (this.phase == LOCAL && late != null) {
 			// let through by the local bucket after its call timed out: a late grant counts it in Redis (capped:

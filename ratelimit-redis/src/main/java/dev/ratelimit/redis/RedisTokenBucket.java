@@ -99,6 +99,17 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * (its first call deletes them). The bucket's mode (enforce or shadow) switched through the endpoint is
  * kept in the same record and comes back with every reply the same way ({@link TemplateTune}).
  *
+ * <h2>Resetting</h2>
+ * {@link #reset()} (contract revision 3) makes the bucket's hash full in one script call, what callers owed
+ * forgotten (capped: the tokens in flight stay in flight under their leases, and the queue keeps its order),
+ * and records the reset with the retune ({@code rst}); the script publishes it on
+ * {@code <key-prefix>{<bucket>}:reset}, so that every instance reads it at once ({@link TemplateTune}) and
+ * drops what it holds from before: its {@code local} policy's bucket is reset, and its callers waiting for
+ * time or releases claim again from the full bucket. The overflow bucket and each key's bucket follow it at
+ * their next call on any instance (a hash whose {@code z} is older than the reset is full again; a key's call
+ * passes the template's reset as read with its settings, at most {@value TemplateTune#STALE_MILLIS} ms old,
+ * as for a retune). The instance that resets also resets the keys' buckets it holds at once.
+ *
  * <h2>Buckets of keys</h2>
  * A bucket used with a key has, on each instance, one {@link TemplateTune} shared by its own bucket, its
  * overflow bucket ({@code <key-prefix>{<bucket>}:overflow}) and the bucket of each key
@@ -197,6 +208,12 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** Capped leases taken here and not released yet: with callers waiting, what keeps this bucket busy. */
 	private final AtomicInteger held = new AtomicInteger();
 
+	/** Claims made here that are neither granted nor given up: a reset has them claim again. */
+	private final Set<RedisClaim> claims = ConcurrentHashMap.newKeySet();
+
+	/** The last reset this instance acted on, microseconds of Redis's clock (guarded by {@code this}). */
+	private long resetSeen;
+
 	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
 			throw new InvalidArgumentException("timeout", builder.timeout, Duration.ofNanos(1), null,
@@ -246,6 +263,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (own.capped() && !this.keyBucket) {
 			// the bucket and its overflow bucket live as long as the application: subscribed for good
 			connection.subscribe(BucketScript.channel(this.key), this.wake);
+		}
+		if (!this.keyBucket) {
+			// a reset made through any instance (contract revision 3): what this instance holds from before goes
+			this.tune.onReset(this::resetHere);
 		}
 	}
 
@@ -317,6 +338,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	Set<RedisClaim> releaseWaiters() {
 		return this.releaseWaiters;
+	}
+
+	Set<RedisClaim> claims() {
+		return this.claims;
 	}
 
 	boolean keyBucket() {
@@ -500,6 +525,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			claim.allow(start);
 			return claim;
 		}
+		this.claims.add(claim);
 		claim.ask(start);
 		return claim;
 	}
@@ -675,6 +701,45 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 	}
 
+	/**
+	 * Resets the bucket for every instance (contract revision 3; see "Resetting" in the class notes): one script
+	 * call makes its hash full and records the reset for every instance, then this instance drops what it holds
+	 * from before. On the bucket of one key it resets that key's hash.
+	 *
+	 * @throws BackendUnavailableException when Redis does not answer within the timeout: the bucket may then not
+	 *         be reset
+	 */
+	@Override
+	public void reset() {
+		Settings s = awaitSettings();
+		String[] arguments = arguments(s, Mode.RESET, 0, 0, "");
+		Call call = this.detector.send(() -> run(arguments), null);
+		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
+		if (reply == null) {
+			throw new BackendUnavailableException("Rate limit bucket '" + this.name
+					+ "' cannot be reset while Redis does not answer (" + this.detector.lastError() + ")", null);
+		}
+		resetHere(reply.resetAtMicros());
+	}
+
+	/**
+	 * A reset made at {@code resetAtMicros} (Redis's clock), through this instance or another: the {@code local}
+	 * policy's bucket is full again, and the callers waiting here claim again; once per reset.
+	 */
+	void resetHere(long resetAtMicros) {
+		synchronized (this) {
+			if (resetAtMicros <= this.resetSeen) {
+				return;
+			}
+			this.resetSeen = resetAtMicros;
+		}
+		this.policy.reset();
+		for (RedisClaim claim : this.claims) {
+			claim.resetNearby();
+		}
+		releasedSomewhere();
+	}
+
 	private void followTemplate() {
 		this.tune.read();
 		releasedSomewhere(); // a higher limit may let capped waiters in
@@ -750,7 +815,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * retune's with it).
 	 */
 	private String[] arguments(Settings inForce, Mode mode, long n, long maxWaitMicros, String id) {
-		return this.keyBucket ? Settings.keyArguments(inForce, mode, n, maxWaitMicros, id)
+		return this.keyBucket ? Settings.keyArguments(inForce, mode, n, maxWaitMicros, id, this.tune.resetAtMicros())
 				: Settings.arguments(this.tune.configured(), mode, n, maxWaitMicros, id, null);
 	}
 

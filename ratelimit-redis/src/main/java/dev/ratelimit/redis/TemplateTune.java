@@ -115,6 +115,14 @@ final class TemplateTune {
 	/** The mode switched through an endpoint, as the last reply adopted said ({@link Reply#sharedMode()}). */
 	private volatile long sharedMode = Reply.AS_CONFIGURED;
 
+	/** The template's last reset as read (contract revision 3), microseconds of Redis's clock; 0 for none. */
+	private volatile long resetAtMicros;
+
+	/** Told of each reset read ({@link #onReset}). */
+	private final java.util.List<java.util.function.LongConsumer> resetListeners = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+	private final java.util.concurrent.atomic.AtomicBoolean subscribedForResets = new java.util.concurrent.atomic.AtomicBoolean();
+
 	/**
 	 * Told the mode in force when a reply changes it: {@code true} shadow, {@code false} enforce,
 	 * {@code null} as configured.
@@ -202,7 +210,49 @@ final class TemplateTune {
 	 * @param reply the reply
 	 * @param sentNanos when its call was sent
 	 */
-	synchronized void adopt(Reply reply, long sentNanos) {
+	void adopt(Reply reply, long sentNanos) {
+		long reset = reply.resetAtMicros();
+		boolean newReset;
+		synchronized (this) {
+			newReset = reset > this.resetAtMicros;
+			if (newReset) {
+				this.resetAtMicros = reset;
+			}
+			adoptSettings(reply, sentNanos);
+		}
+		if (newReset) {
+			for (java.util.function.LongConsumer listener : this.resetListeners) {
+				listener.accept(reset);
+			}
+		}
+	}
+
+	/**
+	 * The template's last reset as last read (contract revision 3), in microseconds of Redis's clock, 0 for
+	 * none: a key's call passes it, so that a key's hash that has not followed it is full again.
+	 *
+	 * @return the time of the last reset
+	 */
+	long resetAtMicros() {
+		return this.resetAtMicros;
+	}
+
+	/**
+	 * Tells {@code listener} of every reset of the template that a reply shows (made through any instance):
+	 * the first that this instance reads is told once. The template's reset channel,
+	 * {@code <key-prefix>{<bucket>}:reset}, on which the script publishes each reset, makes this instance
+	 * read at once.
+	 *
+	 * @param listener told the reset's time; quick (it may run on Lettuce's thread)
+	 */
+	void onReset(java.util.function.LongConsumer listener) {
+		this.resetListeners.add(listener);
+		if (this.subscribedForResets.compareAndSet(false, true)) {
+			this.connection.subscribe(this.templateKey + ":reset", this::read);
+		}
+	}
+
+	private void adoptSettings(Reply reply, long sentNanos) {
 		if (this.known && sentNanos - this.readNanos < 0) {
 			return;
 		}

@@ -5,33 +5,39 @@
 --         t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
 --         u = the B that r is counted in, a and m = the A and the limit it was written with (with u,
 --         the settings of its last write), f = tokens in flight (capped release), q = ticket counter,
---         d:<ticket> = a queued ticket's deadline
+--         d:<ticket> = a queued ticket's deadline, z = the reset (microseconds of Redis TIME) it last followed
 -- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, at (when it
 --         was made, microseconds of Redis TIME), mode (enforce | shadow, switched through an endpoint;
---         absent = as configured; a record may hold a mode alone, without a, b and limit), and cfg, the
+--         absent = as configured; a record may hold a mode alone, without a, b and limit), rst (the time of
+--         the last reset, contract revision 3: a hash of the template, its overflow bucket or its keys whose z
+--         is older is full again at its next call), and cfg, the
 --         configuration they apply to (a restart with another configuration drops them); never expires. The overflow bucket passes its
 --         template's, <prefix>{<bucket>}:retuned
 -- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
 -- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
 -- Called with three keys (the bucket of one key, <prefix>{<bucket>:<key>}): KEYS[1], the leases and
 -- the queue. There is no retune record: the settings passed are in force (the caller passes its
--- template's retune, read with mode tune on the template's keys, and the time it was made as ARGV[10]),
--- and the retune mode is refused.
+-- template's retune, read with mode tune on the template's keys, and the time it was made as ARGV[10];
+-- ARGV[11], the template's last reset as read with it), and the retune mode is refused.
 --
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
---       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune | switch), id
+--       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune | switch | reset), id
 --       (<id>#<n>, capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns); for
 --       switch: the bucket mode (enforce | shadow) stored for every instance; with three keys,
 --       ARGV[10] is the time (us) of the retune whose settings are passed (0 or absent: the configuration)
--- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us), mode};
+-- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us), mode,
+--        reset (us)};
 -- code 1 = granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases
 -- (nothing taken), 3 = the other modes. The last six are the retune in effect, or zeros for the
 -- configuration (always zeros with three keys); mode is the bucket mode switched through an endpoint,
 -- 1 = enforce, 2 = shadow, 0 = as configured (always 0 with three keys). Modes tune and switch answer
--- only these seven (and drop a retune of another configuration): they read nothing else, and switch
--- writes only the mode into the retune record.
+-- only these eight (and drop a retune of another configuration): they read nothing else, and switch
+-- writes only the mode into the retune record. Reset is the last reset's time (0: none; with three keys,
+-- the one passed). Mode reset (contract revision 3) makes the bucket full now (the level at the limit,
+-- what callers owed forgotten; capped, the tokens in flight stay in flight and the queue keeps its order)
+-- and, with four keys, records the reset for the overflow bucket and the keys' buckets of every instance.
 --
 -- A hash written with other settings than those in force (a retune, or a restart with another
 -- configuration, since its last write) counts the time since its last write at the settings it was
@@ -73,10 +79,13 @@ local tuned = {0, 0, 0, 0, 0, 0}
 local since = 0
 -- the bucket mode switched through an endpoint: 1 enforce, 2 shadow, 0 as configured
 local shared_mode = 0
+-- the last reset of the template (0: none)
+local reset_at = 0
 if retuned then
-  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg', 'at', 'mode')
+  local tune = redis.call('HMGET', retuned, 'a', 'b', 'limit', 'tokens', 'period', 'cfg', 'at', 'mode', 'rst')
   if tune[6] then
     if tune[6] == cfg then
+      reset_at = tonumber(tune[9]) or 0
       if tune[1] then
         A, B, limit = tonumber(tune[1]), tonumber(tune[2]), tonumber(tune[3])
         since = tonumber(tune[7]) or 0
@@ -89,13 +98,20 @@ if retuned then
   end
 else
   since = tonumber(ARGV[10]) or 0
+  reset_at = tonumber(ARGV[11]) or 0
 end
 if mode == 'switch' then
   shared_mode = modes[ARGV[10]]
   redis.call('HSET', retuned, 'mode', ARGV[10], 'cfg', cfg)
 end
 if mode == 'tune' or mode == 'switch' then
-  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode}
+  return {3, 0, 0, 0, 0, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode, reset_at}
+end
+if mode == 'reset' then
+  reset_at = now
+  if retuned then
+    redis.call('HSET', retuned, 'rst', now, 'cfg', cfg)
+  end
 end
 
 -- adds the credit of `elapsed` microseconds at a units of 1/b per microsecond, at most up to full (lim)
@@ -111,11 +127,17 @@ local function replenish(level, rem, elapsed, a, b, lim)
   return level + add, units - add * b
 end
 
-local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm')
+local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm', 'z')
 local level = tonumber(state[1])
 local last = tonumber(state[2])
 local rem = tonumber(state[3])
 local inflight = tonumber(state[4])
+if level ~= nil and (tonumber(state[8]) or 0) < reset_at then
+  -- reset since its last write (here, or through the template for every instance): full now, what was owed
+  -- forgotten; capped, what is in flight stays in flight
+  level, last, rem = limit, now, 0
+  state[5], state[6], state[7] = B, A, limit -- (read below as the settings it was written with: those in force)
+end
 if level == nil then
   -- a missing key is a bucket that has been full long enough to expire
   level, last, rem, inflight = limit, now, 0, 0
@@ -270,12 +292,19 @@ elseif mode == 'retune' then
   woken = true
 end
 
-local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode}
+if mode == 'reset' then
+  woken = true -- capped waiters ask again
+  redis.call('PUBLISH', (retuned and string.gsub(retuned, ':retuned$', '') or key) .. ':reset', tostring(now))
+end
+
+local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode,
+  reset_at}
 if not writes then
   return reply
 end
 
-redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B, 'a', A, 'm', limit)
+redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B, 'a', A, 'm', limit, 'z',
+  math.max(tonumber(state[8]) or 0, reset_at))
 -- expire when the bucket would be full again anyway (plus a second); leases and queued tickets keep
 -- it (and them) until the last of them runs out
 local ttl = math.ceil(math.max(0, (limit - level) * B - rem) / A / 1000) + 1000

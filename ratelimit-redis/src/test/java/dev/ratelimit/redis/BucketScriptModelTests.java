@@ -44,7 +44,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * tokens per {@code B} microseconds, limit, uncapped or capped with a lease) and then a random run of
  * time moves (none, 1 us, fractions of a token's interval, whole intervals, hours, and now and then
  * backwards), calls in every mode ({@code acquire}, {@code refund} with and without a lease,
- * {@code charge}, {@code release}, {@code leave}, {@code sync}, {@code peek}, {@code retune}) and
+ * {@code charge}, {@code release}, {@code leave}, {@code sync}, {@code peek}, {@code retune}, {@code reset}) and
  * restarts with another configuration. After every call it compares the whole reply and the stored
  * state (the hash's fields, the retune, the leases and the queue with their scores, and the keys' time
  * to live within a second) with {@link Model}, which keeps the bucket as a content of
@@ -389,8 +389,9 @@ class BucketScriptModelTests {
 				if (passed == null) {
 					// the instance takes on the settings the reply says are in force (TemplateTune.adopt)
 					known[instance] = (actual[6] == 0)
-							? new long[] { settings.configured[0], settings.configured[1], settings.configured[2], 0 }
-							: new long[] { actual[5], actual[6], actual[7], actual[10] };
+							? new long[] { settings.configured[0], settings.configured[1], settings.configured[2], 0,
+									actual[12] }
+							: new long[] { actual[5], actual[6], actual[7], actual[10], actual[12] };
 				}
 			}
 			if (verbose) {
@@ -531,8 +532,11 @@ class BucketScriptModelTests {
 		if (pick < 82) {
 			return new Call("sync", 0, 0, "", null);
 		}
-		if (pick < 92) {
+		if (pick < 90) {
 			return new Call("peek", 0, 0, "", null);
+		}
+		if (pick < 92) {
+			return new Call("reset", 0, 0, "", null); // contract revision 3
 		}
 		return retunes ? retune(random, model) : new Call("sync", 0, 0, "", null);
 	}
@@ -578,7 +582,9 @@ class BucketScriptModelTests {
 	/** A call on a key's bucket (three keys) with the settings {@code passed}: A, B, limit, the retune's time. */
 	private static RedisFuture<List<Object>> evalKey(String sha, String[] keys, long[] passed, Model model, Call call,
 			long now) {
-		return eval(sha, keys, passed, model, call, new String[] { Long.toString(passed[3]), "", "", "", "" }, now);
+		return eval(sha, keys, passed, model, call,
+				new String[] { Long.toString(passed[3]), (passed.length > 4) ? Long.toString(passed[4]) : "", "", "", "" },
+				now);
 	}
 
 	private static RedisFuture<List<Object>> eval(String sha, String[] keys, long[] settings, Model model, Call call,
@@ -697,6 +703,9 @@ class BucketScriptModelTests {
 
 			String tuneCfg;
 
+			/** K:retuned's rst (contract revision 3): the time of the last reset, 0 for none. */
+			long resetAt;
+
 			Settings(long a, long b, long limit) {
 				this.original = new long[] { a, b, limit };
 				this.configured = this.original.clone();
@@ -729,6 +738,9 @@ class BucketScriptModelTests {
 		long rm;
 
 		long inflight;
+
+		/** The reset the hash last followed (contract revision 3). */
+		long z;
 
 		long arrivals;
 
@@ -796,22 +808,28 @@ class BucketScriptModelTests {
 		/**
 		 * The reply the script must give; applies the call to the model unless it writes nothing.
 		 *
-		 * @param passed with three keys (a key's bucket), the settings the call passes: A, B, limit and
-		 *        the time of the retune they come from (0: the configuration); {@code null} with four keys
+		 * @param passed with three keys (a key's bucket), the settings the call passes: A, B, limit, the
+		 *        time of the retune they come from (0: the configuration) and, when given, the template's last
+		 *        reset; {@code null} with four keys
 		 */
 		long[] step(Call call, long now, long[] passed) {
 			boolean tuneMode = call.mode.equals("tune");
+			boolean resetMode = call.mode.equals("reset");
 			boolean writes = !call.mode.equals("peek") && !tuneMode;
 			long[] tuned = new long[6];
 			boolean dropTune = false;
+			long resetAt = 0;
 			long a;
 			long b;
 			long limit;
 			long since;
 			if (passed == null) {
-				if (this.settings.tune != null) {
-					if (tuned()) {
-						tuned = this.settings.tune.clone();
+				if (this.settings.tuneCfg != null) {
+					if (this.settings.tuneCfg.equals(cfg())) {
+						if (this.settings.tune != null) {
+							tuned = this.settings.tune.clone();
+						}
+						resetAt = this.settings.resetAt;
 					}
 					else if (writes || tuneMode) {
 						dropTune = true;
@@ -827,15 +845,21 @@ class BucketScriptModelTests {
 				b = passed[1];
 				limit = passed[2];
 				since = passed[3];
+				resetAt = (passed.length > 4) ? passed[4] : 0;
 			}
 			if (tuneMode) {
 				// reads the retune and nothing else; drops one made for another configuration
 				if (dropTune) {
 					this.settings.tune = null;
 					this.settings.tuneCfg = null;
+					this.settings.resetAt = 0;
 				}
-				// the last: the mode switched through an endpoint, never here (0, as configured)
-				return new long[] { 3, 0, 0, 0, 0, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], 0 };
+				// then the mode switched through an endpoint, never here (0, as configured), and the last reset
+				return new long[] { 3, 0, 0, 0, 0, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], 0,
+						resetAt };
+			}
+			if (resetMode) {
+				resetAt = now; // (recorded with four keys below, once a record of another configuration is dropped)
 			}
 			BigInteger bigB = BigInteger.valueOf(b);
 			BigInteger full = BigInteger.valueOf(limit).multiply(bigB);
@@ -846,6 +870,12 @@ class BucketScriptModelTests {
 				content = full;
 				last = now;
 				inflight = 0;
+			}
+			else if (this.z < resetAt) {
+				// reset since its last write: full now, what was owed forgotten, what is in flight stays
+				content = full;
+				last = now;
+				inflight = this.inflight;
 			}
 			else {
 				last = this.last;
@@ -947,7 +977,7 @@ class BucketScriptModelTests {
 					}
 				}
 				case "leave" -> queue.remove(call.id);
-				case "sync", "peek" -> {
+				case "sync", "peek", "reset" -> {
 				}
 				case "retune" -> {
 					// the level stays; the remainder only while B does; never above the new limit
@@ -970,7 +1000,7 @@ class BucketScriptModelTests {
 			long level = split[0].longValueExact();
 			long rem = split[1].longValueExact();
 			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
-					tuned[5], 0 };
+					tuned[5], 0, resetAt };
 			if (!writes) {
 				this.pendingTune = null;
 				return reply;
@@ -978,7 +1008,13 @@ class BucketScriptModelTests {
 			if (dropTune) {
 				this.settings.tune = null;
 				this.settings.tuneCfg = null;
+				this.settings.resetAt = 0;
 			}
+			if (resetMode && passed == null) {
+				this.settings.resetAt = now;
+				this.settings.tuneCfg = cfg();
+			}
+			this.z = Math.max(this.exists ? this.z : 0, resetAt);
 			if (this.pendingTune != null) {
 				this.settings.tune = this.pendingTune;
 				this.settings.tuneCfg = cfg();
@@ -1035,6 +1071,7 @@ class BucketScriptModelTests {
 			fields.put("a", this.ra);
 			fields.put("m", this.rm);
 			fields.put("f", this.inflight);
+			fields.put("z", this.z);
 			if (this.arrivals > 0) {
 				fields.put("q", this.arrivals);
 			}
@@ -1052,7 +1089,12 @@ class BucketScriptModelTests {
 				fields.put("tokens", Long.toString(tune[3]));
 				fields.put("period", Long.toString(tune[4]));
 				fields.put("at", Long.toString(tune[5]));
+			}
+			if (this.settings.tuneCfg != null) {
 				fields.put("cfg", this.settings.tuneCfg);
+			}
+			if (this.settings.resetAt != 0) {
+				fields.put("rst", Long.toString(this.settings.resetAt));
 			}
 			return fields;
 		}

@@ -249,14 +249,14 @@ class RedisKeyedRetuneTests {
 		// 10 per second, limit 3: A = 1, B = 100000
 		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0",
 				"0", "0", "switch", "", "60000000", "shadow");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L, 0L); // (then: no reset)
 		assertThat(admin.hgetall(template + ":retuned")).containsOnly(java.util.Map.entry("mode", "shadow"),
 				java.util.Map.entry("cfg", "1:100000:3"));
 		assertThat(admin.exists(template)).as("switch writes no state").isZero();
 		// a record with a mode alone: the configuration's settings, and the mode
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "1", "0", "0",
 				"acquire", "", "60000000");
-		assertThat(reply).containsExactly(1L, 0L, 2L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L);
+		assertThat(reply).containsExactly(1L, 0L, 2L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 2L, 0L);
 		// a retune keeps the mode; a switch keeps the retune
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, "1", "100000", "3", "0", "0", "0",
 				"retune", "", "60000000", "1", "1000000", "2", "1", "1000000000");
@@ -296,7 +296,7 @@ class RedisKeyedRetuneTests {
 		// a key's bucket, three keys: the settings given are in force (limit 5), no retune is read or written
 		List<Object> reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keyKeys(key), "1",
 				"100000", "5", "1", "0", "0", "acquire", "", "60000000");
-		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(1L, 0L, 4L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.keys("keyed-script:{per-user:*")).containsExactly(key);
 		assertThat(admin.pttl(key)).isPositive();
 		// it cannot be retuned itself: its template is
@@ -307,12 +307,12 @@ class RedisKeyedRetuneTests {
 		// time, by an earlier version, reads as made at 0)
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "3",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L, 0L, 0L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 1L, 1000000L, 2L, 1L, 1000000000L, 0L, 0L, 0L);
 		assertThat(admin.exists(template)).as("tune writes no state").isZero();
 		// and dropped by a read for another configuration
 		reply = admin.eval(BucketScript.SOURCE, ScriptOutputType.MULTI, BucketScript.keys(template), "1", "100000", "4",
 				"0", "0", "0", "tune", "", "60000000");
-		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
+		assertThat(reply).containsExactly(3L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L, 0L);
 		assertThat(admin.exists(template + ":retuned")).isZero();
 	}
 

@@ -88,6 +88,15 @@ final class ConfiguredBucket implements RegisteredBucket {
 	}
 
 	@Override
+	public void reset() {
+		this.limiter.reset();
+		KeyedBuckets keys = this.keyed;
+		if (keys != null) {
+			keys.reset();
+		}
+	}
+
+	@Override
 	public long heldBackTo(@Nullable Object key) {
 		ToLongFunction<@Nullable Object> level = this.heldBack;
 		return (level != null) ? level.applyAsLong(key) : Long.MAX_VALUE;

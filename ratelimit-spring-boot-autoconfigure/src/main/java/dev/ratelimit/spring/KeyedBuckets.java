@@ -48,6 +48,12 @@ import org.jspecify.annotations.Nullable;
  * and expire when full (see the {@code ratelimit-redis} README). So a key's bucket that this map
  * drops, or that another instance made, comes back with the retune, and the catch-up here only tells
  * such a bucket to follow its template.</li>
+ * <li>K5, a reset drops the keys (contract revision 3): every key's bucket and the overflow bucket are
+ * reset ({@link RateLimiter#reset()}: full, nothing owed, waiters woken to claim again), then each that is
+ * idle is retired and removed as the sweep does (K1, K2), giving its room back (K3). A key's bucket pinned
+ * by a call, or with callers waiting or tokens in flight, is kept (full as far as its callers let it be)
+ * and dropped by a later sweep once idle; a call never uses a dropped bucket. Checked by
+ * {@code KeyedBucketsTests.aResetDropsEveryIdleKeyAndFillsTheOthers}.</li>
  * </ol>
  * No background thread: the sweep runs on the way, when a new key needs room and once every
  * {@value #SWEEP_EVERY} new keys otherwise, looking at {@value #SWEEP_STEP} entries at a time from
@@ -237,6 +243,19 @@ public final class KeyedBuckets {
 		this.overflow.catchUp();
 		for (Entry entry : this.entries.values()) {
 			entry.catchUp();
+		}
+	}
+
+	/**
+	 * Resets every key's bucket and the overflow bucket, and drops the keys' buckets that are idle after it (K5).
+	 */
+	public void reset() {
+		this.overflow.limiter.reset();
+		for (Entry entry : this.entries.values()) {
+			entry.limiter.reset();
+			if (entry.retireIfIdle() && this.entries.remove(entry.key, entry)) {
+				this.size.decrementAndGet();
+			}
 		}
 	}
 

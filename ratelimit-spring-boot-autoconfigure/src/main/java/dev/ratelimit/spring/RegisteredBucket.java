@@ -82,6 +82,17 @@ public interface RegisteredBucket {
 	void update(BigDecimal rate, Long limit);
 
 	/**
+	 * Puts the bucket back to full (contract revision 3): its limiter ({@link RateLimiter#reset()}) and, for a
+	 * bucket used with keys, every key's bucket, which is dropped (one still in use is made full and dropped
+	 * once idle), and the overflow bucket.
+	 *
+	 * @throws dev.ratelimit.core.BackendUnavailableException when the bucket's backend does not answer
+	 */
+	default void reset() {
+		limiter().reset();
+	}
+
+	/**
 	 * The buckets of this bucket's keys, made on first use of the bucket with a key.
 	 *
 	 * @return the per-key buckets

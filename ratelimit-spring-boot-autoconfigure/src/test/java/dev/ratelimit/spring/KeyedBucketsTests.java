@@ -217,4 +217,35 @@ class KeyedBucketsTests {
 		assertThat(granted.get()).isLessThanOrEqualTo((long) Math.floor(10 * elapsed + 10));
 		assertThat(granted.get()).isPositive();
 	}
+
+	@Test
+	void aResetDropsEveryIdleKeyAndFillsTheOthers() throws InterruptedException {
+		this.capped = true;
+		KeyedBuckets keys = keys(2);
+		assertThat(take(keys, "alice", 10)).isTrue();
+		((SharedTokenBucket) keys.find("alice")).release(10); // done: alice waits for time, not for releases
+		KeyedBuckets.Entry bob = keys.pin("bob");
+		Permit held = bob.limiter().acquire(4, Duration.ZERO); // in flight: bob's bucket is in use
+		bob.unpin();
+		assertThat(take(keys, "carol", 3)).isTrue(); // no room: the overflow bucket
+		Reservation waiting = keys.bucketOf("alice").reserve(5, Duration.ofSeconds(10));
+		assertThat(waiting.poll()).isPositive();
+
+		keys.reset();
+
+		assertThat(keys.find("alice")).isNotNull(); // a caller waits on it: kept, full, and its waiter claimed again
+		assertThat(waiting.poll()).isZero();
+		waiting.permit().close();
+		assertThat(keys.find("alice").snapshot().available()).isEqualTo(5); // its claim came from the full bucket
+		RateLimiter bobs = keys.find("bob");
+		assertThat(bobs).isNotNull(); // tokens in flight: kept until released
+		assertThat(bobs.snapshot().available()).isEqualTo(6);
+		// the overflow bucket is full again too, but for carol's 3 still in flight
+		assertThat(keys.bucketOf("carol").snapshot().available()).isEqualTo(7);
+		held.close();
+		keys.reset();
+		assertThat(keys.size()).isZero(); // every key's bucket dropped, its room given back
+		assertThat(take(keys, "dave", 10)).isTrue();
+		assertThat(take(keys, "erin", 10)).isTrue();
+	}
 }

@@ -13,6 +13,7 @@ import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.actuate.endpoint.Access;
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Selector;
@@ -30,14 +31,17 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
  * 400 with the same message (the error's reason; Boot's error body shows it as {@code message} when
  * {@code server.error.include-message=always}); {@code {"mode": "shadow"}} or {@code {"mode": "enforce"}}
  * switches the bucket's mode (contract revision 2), alone or with a rate and a limit.</li>
+ * <li>{@code DELETE /actuator/ratelimits/{name}} (contract revision 3): resets the bucket (full again, its
+ * keys' buckets dropped, what callers owed forgotten, waiting callers woken to claim again; on Redis for
+ * every instance; counts kept): 204; 404 when there is no bucket of that name.</li>
  * </ul>
  *
  * <p>Like every actuator endpoint it is available over JMX, and over HTTP only when the application
  * exposes it: {@code management.endpoints.web.exposure.include=health,ratelimits}. Its access is
- * read-only by default (contract revision 3): the write operation can turn limiting off, so it is
+ * read-only by default (contract revision 3): the write operations can turn limiting off, so it is
  * reachable only with {@code management.endpoint.ratelimits.access: unrestricted}, and then it should
  * sit behind the actuator's usual security (for example a Spring Security rule that requires an
- * operator role for {@code POST /actuator/**}).
+ * operator role for {@code POST} and {@code DELETE /actuator/**}).
  */
 @Endpoint(id = "ratelimits", defaultAccess = Access.READ_ONLY)
 public class RateLimitsEndpoint {
@@ -152,6 +156,36 @@ public class RateLimitsEndpoint {
 			bucket.stats().mode(next);
 		}
 		return BucketView.of(bucket);
+	}
+
+	/**
+	 * Resets a bucket (contract revision 3), as {@link dev.ratelimit.spring.RateLimitRegistry#reset(String)}
+	 * does.
+	 *
+	 * <p>It answers the bucket's view after the reset (over JMX); over HTTP the web extension answers 204
+	 * without a body, as the contract says. (It returns a value, not {@code void}, so that the web extension's
+	 * operation, which answers with a status, replaces it: an operation's media types are part of its key.)
+	 *
+	 * @param name the bucket name
+	 * @return the bucket's view after the reset
+	 */
+	@DeleteOperation
+	public BucketView reset(@Selector String name) {
+		RegisteredBucket bucket = this.registry.find(name)
+			.orElseThrow(() -> invalid("No bucket named '" + name + "'; the buckets are "
+					+ String.join(", ", this.registry.names())));
+		this.registry.reset(name);
+		return BucketView.of(bucket);
+	}
+
+	/**
+	 * Whether a bucket of this name exists.
+	 *
+	 * @param name the bucket name
+	 * @return {@code true} when it does
+	 */
+	boolean exists(String name) {
+		return this.registry.find(name).isPresent();
 	}
 
 	private static @Nullable BigDecimal rateOf(String name, @Nullable Object rate) {

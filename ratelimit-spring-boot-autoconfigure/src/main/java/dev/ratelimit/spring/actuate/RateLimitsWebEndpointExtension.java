@@ -7,6 +7,7 @@ import dev.ratelimit.core.BackendUnavailableException;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
+import org.springframework.boot.actuate.endpoint.annotation.DeleteOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 import org.springframework.boot.actuate.endpoint.web.WebEndpointResponse;
@@ -17,7 +18,8 @@ import org.springframework.boot.actuate.endpoint.web.annotation.EndpointWebExten
  * 400 with the reason in the body, which Boot's default error settings would otherwise leave out
  * ({@code server.error.include-message=never}); a retune of a bucket that does not exist answers 404; one
  * that its backend cannot make now (a Redis bucket while Redis does not answer) answers 503 with the
- * reason, and nothing changes.
+ * reason, and nothing changes. A reset ({@code DELETE}, contract revision 3) answers 204, 404 for a bucket
+ * that does not exist, and 503 with the reason when the backend does not answer.
  */
 @EndpointWebExtension(endpoint = RateLimitsEndpoint.class)
 public class RateLimitsWebEndpointExtension {
@@ -58,6 +60,26 @@ public class RateLimitsWebEndpointExtension {
 		}
 		catch (InvalidEndpointRequestException ex) {
 			return failure(WebEndpointResponse.STATUS_BAD_REQUEST, "Bad Request", ex.getReason());
+		}
+		catch (BackendUnavailableException ex) {
+			return failure(WebEndpointResponse.STATUS_SERVICE_UNAVAILABLE, "Service Unavailable", ex.getMessage());
+		}
+	}
+
+	/**
+	 * Resets a bucket, as {@link RateLimitsEndpoint#reset} does.
+	 *
+	 * @param name the bucket name
+	 * @return 204; 404 for an unknown bucket; 503 with the reason when the bucket's backend does not answer
+	 */
+	@DeleteOperation
+	public WebEndpointResponse<Object> reset(@Selector String name) {
+		if (!this.endpoint.exists(name)) {
+			return failure(WebEndpointResponse.STATUS_NOT_FOUND, "Not Found", "No bucket named '" + name + "'");
+		}
+		try {
+			this.endpoint.reset(name);
+			return new WebEndpointResponse<>(WebEndpointResponse.STATUS_NO_CONTENT);
 		}
 		catch (BackendUnavailableException ex) {
 			return failure(WebEndpointResponse.STATUS_SERVICE_UNAVAILABLE, "Service Unavailable", ex.getMessage());

@@ -26,6 +26,7 @@ import static org.hamcrest.Matchers.containsString;
 import static org.hamcrest.Matchers.equalTo;
 import static org.hamcrest.Matchers.hasEntry;
 import static org.hamcrest.Matchers.nullValue;
+import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.delete;
 import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.get;
 import static org.springframework.test.web.servlet.request.MockMvcRequestBuilders.post;
 import static org.springframework.test.web.servlet.result.MockMvcResultMatchers.jsonPath;
@@ -204,5 +205,20 @@ class RateLimitsEndpointWebTests {
 		RateLimitClock testClock() {
 			return NOW::get;
 		}
+	}
+
+	@Test
+	void aDeleteResetsTheBucketAnswering204And404ForAnUnknownName() throws Exception {
+		this.db.acquire(100, Duration.ZERO).close();
+		assertThat(this.db.tryAcquire(1)).isFalse();
+		this.mvc.perform(delete("/actuator/ratelimits/db-writes")).andExpect(status().isNoContent());
+		this.mvc.perform(get("/actuator/ratelimits/db-writes"))
+			.andExpect(status().isOk())
+			.andExpect(jsonPath("$.available").value(100))
+			.andExpect(jsonPath("$.granted").value(1)) // counts are kept
+			.andExpect(jsonPath("$.rejected").value(1));
+		this.mvc.perform(delete("/actuator/ratelimits/nope"))
+			.andExpect(status().isNotFound())
+			.andExpect(jsonPath("$.message").value(containsString("No bucket named 'nope'")));
 	}
 }

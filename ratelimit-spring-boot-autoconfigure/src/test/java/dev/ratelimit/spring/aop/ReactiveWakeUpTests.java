@@ -112,6 +112,23 @@ class ReactiveWakeUpTests {
 		assertThat(bucket.tryAcquire(1)).isTrue();
 	}
 
+	@Test
+	void aResetWakesAWaitingCallToClaimAgainFromTheFullBucket() {
+		SharedTokenBucket bucket = SharedTokenBucket.builder().name("reset").rate(1, Duration.ofSeconds(1))
+			.limit(2).clock(this.clock::get).build();
+		assertThat(bucket.tryAcquire(2)).isTrue();
+		AtomicReference<Permit> granted = new AtomicReference<>();
+		ReactivePermits.permit(() -> bucket.reserve(2, Duration.ofSeconds(10)), (ex) -> ex).subscribe(granted::set);
+		advance(10 * MS);
+		assertThat(granted.get()).isNull(); // two seconds to go
+		int scheduled = this.parallel.scheduled.get();
+		bucket.reset(); // contract revision 3: the waiting call is woken and claims again from the full bucket
+		assertThat(this.parallel.scheduled.get() - scheduled).isEqualTo(1);
+		advance(0);
+		assertThat(granted.get()).isNotNull();
+		assertThat(bucket.snapshot().available()).isZero(); // its claim came from the full bucket, once
+	}
+
 	/**
 	 * Reactor's parallel scheduler, run by the test: tasks wait in a queue until the test moves the clock
 	 * to their due time (none runs while it is given, as none does at once on the real one under load).
