@@ -32,14 +32,29 @@ import org.jspecify.annotations.Nullable;
  *
  * <h2>Rules</h2>
  * <ol>
- * <li>Only failures trip: a call that failed, or that had no reply within the timeout. Load never
- * does (calls cost no thread, so nothing is rejected), and neither does one slow reply or a short
- * stall: the bucket switches to its policy after {@value #FAILURES_TO_TRIP} failed calls in a row,
- * where "in a row" means each was sent after the previous one was seen to fail. The calls caught
- * together in one stall count once however many they are, so tripping takes at least
- * {@code FAILURES_TO_TRIP} timeouts of no answer at all: a stall shorter than that (a failover, a
- * slow fork, a pause that Redis itself ends up to 100 ms late) never trips, because the calls sent
- * after the first timeout are answered when it ends, and any reply starts the count again. Each failed call applies the policy at once, tripped or not.</li>
+ * <li>Only failures trip, never load (contract revision 3). A call counts towards a switch when it
+ * fails: an error (not connected, the connection lost, an error reply such as out of memory, a read-only
+ * replica or a script error, a reply that is not the script's), or no reply within the timeout while Redis
+ * answers nothing at all, that is when the connection is lost (Lettuce failed to reconnect it), or when
+ * no call on its connection (any bucket's, in time or late) was answered since it was sent nor for the
+ * minimum silence before (two seconds on a real connection, {@link Answers}: a busy machine may keep
+ * Lettuce's thread from reading replies for several timeouts), no caller on the connection found itself
+ * starved of the processor within that time (woken a whole timeout past its deadline: then so, likely,
+ * was the thread that reads the replies), and the connection is not being opened for the first time. A call that times out while replies keep arriving, however late, waited behind other calls (in
+ * Lettuce's queue, on a busy machine, behind a busy Redis): that is load. It is settled as a timeout (its
+ * caller applies the policy for that call alone, and the meters say {@code timeout}) and does not count.
+ * Any reply, in time or late, starts the count again. The failures are counted in two runs: the
+ * detector's own, and the bucket's ({@link Said}: its detectors together, its overflow bucket's and its keys'
+ * included, so that a bucket used with many keys, each called a few times or dropped when idle and made
+ * again, switches like any other). A detector switches when either run reaches the count; any answer to
+ * any of them starts the bucket's run again (on a Redis Cluster a key on a node that does not answer still
+ * switches on its own run). The bucket switches to its policy after
+ * {@value #FAILURES_TO_TRIP} counted failures in a row, where "in a row" means each was sent after the
+ * previous one was seen to fail. The calls caught together in one stall count once however many they
+ * are, so tripping on silence takes at least {@code FAILURES_TO_TRIP} timeouts in which nothing at all
+ * is answered: a stall shorter than that (a failover, a slow fork, a pause that Redis itself ends up to
+ * 100 ms late) never trips, and neither does any number of callers, since a Redis that answers some of
+ * them answers. Each failed call applies the policy at once, tripped or not.</li>
  * <li>While tripped, no call is sent ({@link #send} returns {@code null} and the caller applies the
  * policy at once) until the back-off has passed: it doubles from 100 ms to 5 s. Then exactly one call
  * (the probe) is sent; its reply puts the bucket back on Redis, its failure starts the next back-off (a
@@ -103,6 +118,9 @@ final class FailureDetector {
 
 	private volatile @Nullable String lastError;
 
+	/** When the last call failed or timed out. */
+	private volatile long lastFailedNanos;
+
 	/**
 	 * Whether this key's detector, down, was forgotten by {@link #said} and the bucket said back since: its
 	 * next probe decides, without a word before it ({@link #send}).
@@ -123,6 +141,9 @@ final class FailureDetector {
 
 	/** Whether the connection is being reconnected now (rule 2). */
 	private final BooleanSupplier reconnecting;
+
+	/** When Redis last answered on this detector's connection (rule 1: a timeout counts only in silence). */
+	private final Answers answers;
 
 	/** Whether a call found the connection being reconnected since the last probe (rule 2). */
 	private volatile boolean sawReconnecting;
@@ -148,6 +169,18 @@ final class FailureDetector {
 	 */
 	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
 			ObjLongConsumer<Reply> replies, Said said, boolean droppable, BooleanSupplier reconnecting) {
+		this(bucket, policy, timeoutNanos, clock, replies, said, droppable, reconnecting, new Answers());
+	}
+
+	/**
+	 * @param answers when Redis last answered on the detector's connection (shared by the detectors of one
+	 *        connection to one server): a timeout counts towards a switch only when nothing was answered
+	 *        since its call was sent
+	 */
+	FailureDetector(String bucket, String policy, long timeoutNanos, LongSupplier clock,
+			ObjLongConsumer<Reply> replies, Said said, boolean droppable, BooleanSupplier reconnecting,
+			Answers answers) {
+		this.answers = answers;
 		this.reconnecting = reconnecting;
 		this.said = said;
 		this.droppable = droppable;
@@ -162,8 +195,26 @@ final class FailureDetector {
 		return !this.down;
 	}
 
+	/**
+	 * An outage another bucket on the same connection found (nothing answered on it since), that this one's
+	 * calls, if any, have not said yet.
+	 *
+	 * @return the cause, or {@code null}
+	 */
+	@Nullable String connectionOutage() {
+		return this.answers.outage();
+	}
+
 	@Nullable String lastError() {
 		return this.lastError;
+	}
+
+	/**
+	 * Whether the last call settled failed, less than a timeout ago: a view asked for right after it (the
+	 * headers of a refusal) answers from what is known rather than wait for Redis a second time.
+	 */
+	boolean failedLately() {
+		return this.lastError != null && this.clock.getAsLong() - this.lastFailedNanos < this.timeoutNanos;
 	}
 
 	long remainingBackoffNanos() {
@@ -238,6 +289,7 @@ final class FailureDetector {
 
 	private void succeeded(Call call, long nanos) {
 		this.failures.set(0);
+		this.said.run.set(0);
 		this.stale = false;
 		if (call.probe) {
 			this.probing.set(false);
@@ -254,15 +306,28 @@ final class FailureDetector {
 		record(BackendHealth.Outcome.OK, nanos);
 	}
 
-	private void failed(Call call, BackendHealth.Outcome outcome, String error, long nanos) {
+	/**
+	 * @param silence whether the failure may count towards a switch: an error always may, a timeout only
+	 *        when nothing was answered since its call was sent (rule 1)
+	 */
+	private void failed(Call call, BackendHealth.Outcome outcome, String error, long nanos, boolean silence) {
 		long now = this.clock.getAsLong();
 		this.lastError = error;
+		this.lastFailedNanos = now;
 		// in a row: a failure counts only when its call was sent after the last counted one was seen, so
 		// calls caught together in one stall count once, whatever their number
-		boolean counts = this.failures.get() == 0 || call.sentNanos - this.lastCountedFailureNanos >= 0;
+		boolean counts = silence
+				&& (this.failures.get() == 0 || call.sentNanos - this.lastCountedFailureNanos >= 0);
 		int f = counts ? this.failures.incrementAndGet() : this.failures.get();
 		if (counts) {
 			this.lastCountedFailureNanos = now;
+		}
+		// the bucket's run, all its detectors together (its keys' included: rule 1), by the same rule
+		boolean bucketCounts = silence
+				&& (this.said.run.get() == 0 || call.sentNanos - this.said.lastCountedNanos >= 0);
+		int run = bucketCounts ? this.said.run.incrementAndGet() : this.said.run.get();
+		if (bucketCounts) {
+			this.said.lastCountedNanos = now;
 		}
 		if (call.probe) {
 			this.probing.set(false);
@@ -282,13 +347,14 @@ final class FailureDetector {
 		// bucket back on Redis (rule 2: the first answer does), and the probe's failure then counts in the run like
 		// any failure (rule 1): when it is the FAILURES_TO_TRIP-th in a row, the bucket switches now, not one
 		// failure later
-		if (!this.down && counts && f >= FAILURES_TO_TRIP) {
+		if (!this.down && ((counts && f >= FAILURES_TO_TRIP) || (bucketCounts && run >= FAILURES_TO_TRIP))) {
 			this.failedProbes = 0;
 			this.sawReconnecting = false;
 			this.downUntil = now + backoffNanos(0);
 			this.down = true;
+			this.answers.switched(error);
 			if (this.said.down(this, error, now)) {
-				sayDown(f, error);
+				sayDown(Math.max(f, run), error);
 			}
 		}
 		record(outcome, nanos);
@@ -387,6 +453,17 @@ final class FailureDetector {
 		/** Whether a late grant waits for its caller's decision ({@link #holdWhenLate}) instead of going back. */
 		private volatile boolean held;
 
+		/** Whether its caller kept a late grant ({@link #keepWhenLate}): it stays in Redis. */
+		private volatile boolean kept;
+
+		/** Whether a late reply's place in the queue has been left: once. */
+		private final AtomicBoolean left = new AtomicBoolean();
+
+		/** What gives back a kept late grant's lease once the call that ran has ended ({@link #endKept}). */
+		private volatile @Nullable Runnable keptRelease;
+
+		private final AtomicBoolean keptReleased = new AtomicBoolean();
+
 		private volatile @Nullable Reply reply;
 
 		private Call(CompletableFuture<List<Object>> future, long sentNanos, boolean probe,
@@ -416,27 +493,49 @@ final class FailureDetector {
 			}
 			if (error != null) {
 				if (this.state.compareAndSet(PENDING, FAILED)) {
-					failed(this, BackendHealth.Outcome.ERROR, describe(error), nanos);
+					failed(this, BackendHealth.Outcome.ERROR, describe(error), nanos, true);
 				}
 				return;
 			}
 			this.reply = parsed;
+			FailureDetector.this.answers.heard(FailureDetector.this.clock.getAsLong());
 			FailureDetector.this.replies.accept(parsed, this.sentNanos);
 			boolean inTime = this.state.compareAndSet(PENDING, OK);
 			if (inTime) {
 				succeeded(this, nanos);
 			}
-			if ((!inTime && !this.held) || this.discarded) {
+			else {
+				// a late reply: Redis answers, however late (load), and the run of failures starts again (rule 1)
+				FailureDetector.this.failures.set(0);
+				FailureDetector.this.said.run.set(0);
+			}
+			if ((!inTime && (!this.held || parsed.queued())) || this.discarded) {
 				// settled as a timeout before this reply came, or its caller gave up: nobody takes it (a held
-				// one waits for keepWhenLate or discard)
+				// grant waits for keepWhenLate or discard; a place in the queue is never of use to a call that
+				// timed out, held or not)
 				giveBackUnused(parsed);
+			}
+			else if (!inTime) {
+				releaseKept(parsed);
 			}
 		}
 
 		private void giveBackUnused(Reply parsed) {
-			if (this.lateReply != null && (parsed.granted() || parsed.queued())
-					&& this.decided.compareAndSet(false, true)) {
+			if (this.lateReply == null) {
+				return;
+			}
+			// a grant goes back unless its caller took or kept it; a place in the queue is left once
+			if ((parsed.granted() && this.decided.compareAndSet(false, true))
+					|| (parsed.queued() && this.left.compareAndSet(false, true))) {
 				this.lateReply.accept(parsed);
+			}
+		}
+
+		/** A kept late grant of a call that has ended: its lease goes back, once. */
+		private void releaseKept(Reply parsed) {
+			Runnable release = this.keptRelease;
+			if (release != null && this.kept && parsed.granted() && this.keptReleased.compareAndSet(false, true)) {
+				release.run();
 			}
 		}
 
@@ -458,7 +557,26 @@ final class FailureDetector {
 		 * @return {@code false} when the late reply came first and was given back already
 		 */
 		boolean keepWhenLate() {
-			return this.decided.compareAndSet(false, true);
+			boolean keep = this.decided.compareAndSet(false, true);
+			if (keep) {
+				this.kept = true;
+			}
+			return keep;
+		}
+
+		/**
+		 * The call that {@link #keepWhenLate} kept the late grant of has ended (a capped call's permit
+		 * closed): {@code release} gives back the grant's lease, now if the grant has come, else when it comes,
+		 * exactly once. Nothing when no grant was kept.
+		 *
+		 * @param release what releases the lease in Redis
+		 */
+		void endKept(Runnable release) {
+			this.keptRelease = release;
+			Reply late = this.reply; // complete() writes it before it reads keptRelease: one of the two sees the other
+			if (late != null) {
+				releaseKept(late);
+			}
 		}
 
 		/**
@@ -504,9 +622,12 @@ final class FailureDetector {
 
 		private void timeOut() {
 			if (this.state.compareAndSet(PENDING, FAILED)) {
-				failed(this, BackendHealth.Outcome.TIMEOUT,
-						"no answer within " + Duration.ofNanos(FailureDetector.this.timeoutNanos),
-						FailureDetector.this.timeoutNanos);
+				// the real cause: a connection lost (refused since) rather than silence, when Lettuce says so
+				String lost = FailureDetector.this.answers.lost();
+				String error = (lost != null) ? "connection lost: " + lost
+						: "no answer within " + Duration.ofNanos(FailureDetector.this.timeoutNanos);
+				failed(this, BackendHealth.Outcome.TIMEOUT, error, FailureDetector.this.timeoutNanos,
+						FailureDetector.this.answers.silentSince(this.sentNanos, FailureDetector.this.clock.getAsLong()));
 			}
 		}
 
@@ -546,6 +667,10 @@ final class FailureDetector {
 				}
 			}
 			else {
+				// a caller that wakes a whole timeout past its deadline was starved of the processor: so, likely,
+				// was the client's thread that reads the replies (load, rule 1)
+				FailureDetector.this.answers.foundLate(this.sentNanos + FailureDetector.this.timeoutNanos,
+						FailureDetector.this.timeoutNanos, FailureDetector.this.clock.getAsLong());
 				timeOut();
 			}
 			return reply();
@@ -581,6 +706,120 @@ final class FailureDetector {
 	}
 
 	/**
+	 * When Redis last answered a call on one connection to one server, whichever bucket's (rule 1): a call
+	 * that times out while replies keep arriving, however late, waited behind others (load), not for a
+	 * Redis that answers nothing. Shared by the detectors of the buckets on one connection; on a Redis
+	 * Cluster, where one node may answer while another does not, each detector has its own.
+	 */
+	static final class Answers {
+
+		private final BooleanSupplier opening;
+
+		private final Supplier<@Nullable String> lost;
+
+		private final long minSilenceNanos;
+
+		private volatile long lastNanos;
+
+		private volatile boolean any;
+
+		/** When a caller last found itself starved of the processor ({@link #foundLate}). */
+		private volatile long starvedNanos;
+
+		private volatile boolean starved;
+
+		/**
+		 * The cause a detector of this connection switched for, until Redis answers any call on it: the
+		 * buckets nobody called since show it too (their health and gauge).
+		 */
+		private volatile @Nullable String outage;
+
+		/** Answers of one detector, on a connection that is open. */
+		Answers() {
+			this(() -> false, () -> null, 0);
+		}
+
+		/**
+		 * @param opening whether the connection is being opened for the first time: a call that times out
+		 *        then waited for the connection, and a connection that cannot be opened fails its calls
+		 *        (errors, which count)
+		 * @param lost why the connection was lost, while Lettuce reconnects it ({@code null} otherwise): the
+		 *        cause a timeout names then (calls wait in Lettuce's buffer meanwhile)
+		 * @param minSilenceNanos how long nothing must have been answered for a timeout to count: on a machine
+		 *        so busy that the client's own thread does not run for several timeouts, replies wait unread
+		 *        and the connection looks silent; a Redis that answers nothing stays so for longer (0: from the
+		 *        call's sending on; until the connection has answered once, a timeout then never counts)
+		 */
+		Answers(BooleanSupplier opening, Supplier<@Nullable String> lost, long minSilenceNanos) {
+			this.opening = opening;
+			this.lost = lost;
+			this.minSilenceNanos = minSilenceNanos;
+		}
+
+		/** Redis answered a call (in time or late) at {@code now}. */
+		void heard(long now) {
+			this.lastNanos = now;
+			this.any = true;
+			this.outage = null;
+		}
+
+		/**
+		 * A caller whose call timed out woke at {@code now}, its deadline being {@code deadlineNanos}: a
+		 * caller a whole {@code timeoutNanos} late was starved of the processor, and so, on the same machine,
+		 * was likely the client's thread that reads the replies. Until the minimum silence has passed since,
+		 * no timeout counts (on a real connection only: a fake one, on a test's clock, has no minimum).
+		 */
+		void foundLate(long deadlineNanos, long timeoutNanos, long now) {
+			if (this.minSilenceNanos > 0 && now - deadlineNanos >= timeoutNanos) {
+				this.starvedNanos = now;
+				this.starved = true;
+			}
+		}
+
+		/** A detector of this connection switched to its policy for {@code error}. */
+		void switched(String error) {
+			this.outage = error;
+		}
+
+		/**
+		 * Why the buckets of this connection are down though their own calls (if any) did not say so: a
+		 * detector on it switched, and nothing has answered on it since.
+		 *
+		 * @return the cause, or {@code null}
+		 */
+		@Nullable String outage() {
+			return this.outage;
+		}
+
+		/** @return why the connection was lost, while Lettuce reconnects it; {@code null} otherwise */
+		@Nullable String lost() {
+			return this.lost.get();
+		}
+
+		/**
+		 * Whether a call sent at {@code sentNanos} that has timed out at {@code now} met silence: the
+		 * connection is lost, or nothing was answered since it was sent (nor for the minimum silence) and the
+		 * connection is not being opened.
+		 */
+		boolean silentSince(long sentNanos, long now) {
+			if (this.opening.getAsBoolean()) {
+				return false;
+			}
+			if (this.lost.get() != null) {
+				return true; // the connection is lost (Lettuce failed to reconnect it): an outage, not load
+			}
+			if (!this.any) {
+				return this.minSilenceNanos == 0;
+			}
+			if (this.starved && now - this.starvedNanos < this.minSilenceNanos) {
+				return false; // a caller was starved lately: so may the client's thread have been (load)
+			}
+			// strictly after: an answer read at the same reading of the clock as the send says nothing of it
+			return this.lastNanos - sentNanos <= 0 && now - this.lastNanos >= this.minSilenceNanos;
+		}
+	}
+
+	/**
 	 * Whether a bucket has said that it runs on its policy (and not yet that it is back), for all the
 	 * detectors of its buckets on this instance: a bucket used with keys has one detector per key, and an
 	 * outage is said once at WARN and once at INFO for the bucket, not once per key. The bucket runs on its
@@ -605,6 +844,15 @@ final class FailureDetector {
 
 		/** The error said at WARN, until said back at INFO. */
 		private volatile @Nullable String error;
+
+		/**
+		 * The bucket's run of failures in a row, its detectors' together (rule 1): a bucket used with many
+		 * keys, each called a few times (or dropped when idle and made again), switches like any other.
+		 */
+		private final AtomicInteger run = new AtomicInteger();
+
+		/** When the last failure that counted towards {@link #run} was seen. */
+		private volatile long lastCountedNanos;
 
 		/** When {@link #forgetQuiet} next looks for forgotten detectors. */
 		private volatile long nextForgetNanos;

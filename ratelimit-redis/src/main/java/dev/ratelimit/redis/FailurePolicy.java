@@ -72,6 +72,36 @@ abstract sealed class FailurePolicy {
 	}
 
 	/**
+	 * The tokens in flight on this instance of a capped bucket, which this policy keeps at most the limit
+	 * (the local policy's), or {@code null} when the policy counts none.
+	 *
+	 * @return the count, or {@code null}
+	 */
+	@Nullable Flight flight() {
+		return null;
+	}
+
+	/**
+	 * Redis granted {@code n} capped tokens here: whether this instance may use them, that is whether they
+	 * fit in its {@link #flight()} (taken from it if so). Only the local policy says no: when the calls it let
+	 * through, which Redis does not count, hold the rest of the limit here.
+	 *
+	 * @return whether the grant is taken; {@code false}: give it back to Redis
+	 */
+	boolean admit(long n, TemplateTune tune) {
+		Flight f = flight();
+		return f == null || f.take(n, tune.current().limit());
+	}
+
+	/** {@code n} capped tokens in flight here (granted by Redis or by this policy) were released or given back. */
+	void released(long n) {
+		Flight f = flight();
+		if (f != null) {
+			f.release(n);
+		}
+	}
+
+	/**
 	 * The bucket was reset (contract revision 3): the local policy's bucket is full again too, so that it
 	 * keeps no debt of before the reset and grants nothing from it either.
 	 */
@@ -129,12 +159,49 @@ abstract sealed class FailurePolicy {
 	}
 
 	/**
+	 * The tokens in flight on one instance of a capped bucket, whoever granted them (Redis, or the local
+	 * policy for a call Redis did not answer): the local policy lets a call through only within the limit
+	 * less this count, and a grant of Redis that does not fit (the calls the policy let through, which Redis
+	 * does not count, hold the rest) is given back, so that one instance never has more than {@code limit}
+	 * tokens in flight (contract revision 3). Exact: one lock, held for a comparison and an addition.
+	 */
+	static final class Flight {
+
+		private long tokens;
+
+		/**
+		 * Takes {@code n} tokens if they fit under {@code limit}.
+		 *
+		 * @return whether they were taken
+		 */
+		synchronized boolean take(long n, long limit) {
+			if (this.tokens + n > limit) {
+				return false;
+			}
+			this.tokens += n;
+			return true;
+		}
+
+		synchronized void release(long n) {
+			this.tokens = Math.max(0, this.tokens - n);
+		}
+
+		synchronized long tokens() {
+			return this.tokens;
+		}
+	}
+
+	/**
 	 * The in-memory bucket: a mirror of Redis's grants here while the bucket asks Redis, the bucket while
-	 * it runs on its policy. It follows the settings in force ({@link TemplateTune}) when used.
+	 * it runs on its policy. It follows the settings in force ({@link TemplateTune}) when used. It counts the
+	 * rate; a capped bucket's tokens in flight here are counted by its {@link Flight}, whoever granted them,
+	 * so that the policy starts with the limit less what this instance holds (contract revision 3).
 	 */
 	private static final class Local extends FailurePolicy {
 
 		private final SharedTokenBucket bucket;
+
+		private final @Nullable Flight flight;
 
 		/** The settings the bucket was last brought to. */
 		private volatile Settings settings;
@@ -148,9 +215,14 @@ abstract sealed class FailurePolicy {
 				.name(name)
 				.rate(own.rate())
 				.limit(own.limit())
-				.cappedRelease(own.capped())
 				.clock(clock)
 				.build();
+			this.flight = own.capped() ? new Flight() : null;
+		}
+
+		@Override
+		@Nullable Flight flight() {
+			return this.flight;
 		}
 
 		@Override
@@ -160,9 +232,14 @@ abstract sealed class FailurePolicy {
 
 		@Override
 		boolean tryAcquire(long n, @Nullable Call call, TemplateTune tune) {
-			boolean granted = at(tune).tryAcquire(n);
-			if (granted && call != null && !tune.configured().capped()) {
-				call.keepWhenLate(); // a late grant counts this call in Redis (capped: its lease is given back)
+			SharedTokenBucket local = at(tune);
+			boolean granted = local.tryAcquire(n);
+			if (granted && this.flight != null && !this.flight.take(n, tune.current().limit())) {
+				local.refund(n); // this instance holds the limit in flight already
+				granted = false;
+			}
+			if (granted && call != null) {
+				call.keepWhenLate(); // a late grant counts this call in Redis (capped: until it is released)
 			}
 			return granted;
 		}
@@ -197,8 +274,11 @@ abstract sealed class FailurePolicy {
 		@Override
 		RateLimiterSnapshot snapshot(Settings s, int waiting, StatsRecorder stats, TemplateTune tune) {
 			RateLimiterSnapshot view = at(tune).snapshot();
-			return new RateLimiterSnapshot(s.rate().tokens(), s.rate().period(), s.limit(), s.capped(), view.available(),
-					view.deficiency(), waiting + view.waiting(), view.inFlight(), stats.granted(), stats.rejected(), null,
+			long inFlight = (this.flight != null) ? this.flight.tokens() : 0;
+			double available = (this.flight != null) ? Math.min(view.available(), Math.max(0, s.limit() - inFlight))
+					: view.available();
+			return new RateLimiterSnapshot(s.rate().tokens(), s.rate().period(), s.limit(), s.capped(), available,
+					view.deficiency(), waiting + view.waiting(), inFlight, stats.granted(), stats.rejected(), null,
 					Duration.ZERO);
 		}
 

@@ -61,6 +61,12 @@ final class RedisClaim extends AbstractReservation {
 
 	private @Nullable Reservation local;
 
+	/**
+	 * Whether the {@code local} policy's claim of a capped bucket has taken its tokens from this instance's
+	 * count in flight ({@link FailurePolicy.Flight}), after its local claim was covered.
+	 */
+	private boolean inFlightHere;
+
 	/** The claim's lease and ticket: {@code <id>#<n>}, unique across instances (capped buckets). */
 	private final String id;
 
@@ -190,6 +196,13 @@ final class RedisClaim extends AbstractReservation {
 			if (!asked.take()) {
 				throw new IllegalStateException("Grant of '" + this.bucket.name() + "' taken twice");
 			}
+			if (this.bucket.tune().configured().capped() && !this.bucket.policy().admit(tokens(), this.bucket.tune())) {
+				// this instance holds the limit in flight (calls its local policy let through, which Redis does not
+				// count): the grant goes back, and the claim asks again when a call here ends
+				this.bucket.sendUnconditionally(Mode.REFUND, tokens(), this.id);
+				awaitRelease(now);
+				return;
+			}
 			this.claimed = true;
 			this.bucket.mirror(Mode.CHARGE, tokens());
 			if (this.bucket.tune().configured().capped()) {
@@ -202,16 +215,21 @@ final class RedisClaim extends AbstractReservation {
 		}
 		else if (reply.code() == Reply.AWAITING_RELEASE) {
 			this.queued = true;
-			this.phase = RELEASES;
-			this.nextAskNanos = now + this.askIntervalNanos;
-			this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
-					TimeUnit.MILLISECONDS.toNanos(RedisTokenBucket.MAX_RELEASE_ASK_MILLIS));
 			this.bucket.subscribeForReleases();
-			this.bucket.releaseWaiters().add(this);
+			awaitRelease(now);
 		}
 		else {
 			throw refused(Duration.ofNanos(TimeUnit.MICROSECONDS.toNanos(reply.waitMicros())), null);
 		}
+	}
+
+	/** Waits for a release (here or anywhere) before it asks Redis again. */
+	private void awaitRelease(long now) {
+		this.phase = RELEASES;
+		this.nextAskNanos = now + this.askIntervalNanos;
+		this.askIntervalNanos = Math.min(this.askIntervalNanos * 2,
+				TimeUnit.MILLISECONDS.toNanos(RedisTokenBucket.MAX_RELEASE_ASK_MILLIS));
+		this.bucket.releaseWaiters().add(this);
 	}
 
 	/** Redis did not answer: the bucket's failure policy decides ({@link FailurePolicy#decide}). */
@@ -240,9 +258,9 @@ final class RedisClaim extends AbstractReservation {
 		local.onWake(this::wakeUp);
 		this.local = local;
 		this.phase = LOCAL;
-		if (this.call != null && !this.bucket.tune().configured().capped()) {
-			// a late grant while the local bucket decides: kept if it lets the call through,
-			// given back if not (grantedPermit, giveBack)
+		if (this.call != null) {
+			// a late grant while the local bucket decides: kept if it lets the call through (capped: until the
+			// call ends), given back if not (grantedPermit, giveBack)
 			this.call.holdWhenLate();
 		}
 	}
@@ -257,13 +275,30 @@ final class RedisClaim extends AbstractReservation {
 		return this.bucket.tune();
 	}
 
+	/**
+	 * The local claim's delay; for a capped bucket, once it is covered, the claim also takes its tokens from
+	 * this instance's count in flight, or waits for a call here to end (contract revision 3: the policy
+	 * starts with the limit less what this instance holds).
+	 */
 	private long localDelay() {
+		long delay;
 		try {
-			return this.local.poll();
+			delay = this.local.poll();
 		}
 		catch (RateLimitExceededException ex) {
 			throw refused(ex.getRetryAfter(), null);
 		}
+		FailurePolicy.Flight flight = this.bucket.policy().flight();
+		if (delay != 0 || flight == null || this.inFlightHere) {
+			return delay;
+		}
+		if (flight.take(tokens(), this.bucket.tune().current().limit())) {
+			this.inFlightHere = true;
+			this.bucket.releaseWaiters().remove(this);
+			return 0;
+		}
+		this.bucket.releaseWaiters().add(this); // woken when a call here ends
+		return AWAITING_RELEASE;
 	}
 
 	/** Refuses the claim: cancelled (nothing is held), counted, and the exception to throw. */
@@ -293,6 +328,7 @@ final class RedisClaim extends AbstractReservation {
 					this.bucket.mirror(Mode.REFUND, tokens());
 					if (this.bucket.tune().configured().capped()) {
 						this.bucket.held().decrementAndGet();
+						this.bucket.policy().released(tokens());
 						this.bucket.releasedSomewhere();
 					}
 				}
@@ -306,6 +342,11 @@ final class RedisClaim extends AbstractReservation {
 			}
 			default -> {
 				this.local.cancel();
+				if (this.inFlightHere) {
+					this.inFlightHere = false;
+					this.bucket.policy().released(tokens());
+					this.bucket.releasedSomewhere();
+				}
 				if (this.call != null) {
 					this.call.discard(); // a late grant held for it goes back (holdWhenLate)
 				}
@@ -316,17 +357,30 @@ final class RedisClaim extends AbstractReservation {
 	@Override
 	protected synchronized Permit grantedPermit() {
 		this.bucket.claims().remove(this);
-		if (this.phase == LOCAL && this.call != null && !this.bucket.tune().configured().capped()) {
-			// let through by the local bucket after its call timed out: a late grant counts it in Redis
-			this.call.keepWhenLate();
+		Call late = this.call;
+		if (this.phase == LOCAL && late != null) {
+			// let through by the local bucket after its call timed out: a late grant counts it in Redis (capped:
+			// until the call ends)
+			late.keepWhenLate();
 		}
+		boolean capped = this.bucket.tune().configured().capped();
 		if (this.phase == LOCAL) {
-			return this.local.permit();
+			Permit local = this.local.permit();
+			if (!capped) {
+				return local;
+			}
+			long n = tokens();
+			String lease = this.id;
+			return Permit.once(() -> {
+				local.close();
+				this.bucket.releasePolicyGrant(n, late, lease);
+			});
 		}
-		if (!this.claimed || !this.bucket.tune().configured().capped()) {
+		if (!this.claimed || !capped) {
 			return Permit.noop();
 		}
 		String lease = this.id;
-		return Permit.once(() -> this.bucket.releaseLease(lease));
+		long n = tokens();
+		return Permit.once(() -> this.bucket.releaseLease(lease, n));
 	}
 }

@@ -74,8 +74,12 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * out the instances together may go up to each one's own bound (the README's "One slow reply"). When the bucket switches to its policy,
  * the in-memory bucket goes on from there: it started full when the bucket was made, and a switch does
  * not fill it again (that would let this instance take {@code limit} more at once, beyond its bound); it
- * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate, not
- * Redis's tokens in flight.)
+ * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate; the
+ * tokens in flight on this instance, whoever granted them, are counted apart, {@link FailurePolicy.Flight}:
+ * the policy lets a call through only within the limit less what this instance holds, and a grant of Redis
+ * that would take this instance past its limit goes back, so one instance never has more than {@code limit}
+ * in flight. A capped call the policy let through after its call went unanswered keeps that call's late
+ * grant in Redis until it ends, so that Redis counts the call that runs.)
  *
  * <h2>Capped release across instances</h2>
  * Each call's tokens are held under a lease ({@code <instance>:<sequence>#<n>}) with a deadline,
@@ -190,8 +194,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	private final AtomicLong ids = new AtomicLong();
 
-	/** Leases of capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}. */
-	private final Queue<String> tryLeases = new ConcurrentLinkedQueue<>();
+	/**
+	 * Capped tokens taken by {@link #tryAcquire(long)}, for {@link #release(long)}: Redis's leases, and the
+	 * grants of the failure policy (which hold this instance's count of tokens in flight, and a late grant
+	 * of Redis kept for the call).
+	 */
+	private final Queue<TryLease> tryLeases = new ConcurrentLinkedQueue<>();
+
+	/** Capped tokens a {@link #tryAcquire(long)} took, and what gives them back. */
+	private record TryLease(long n, Runnable release) {
+	}
 
 	/** Capped leases taken here and not released yet: with callers waiting, what keeps this bucket busy. */
 	private final AtomicInteger held = new AtomicInteger();
@@ -239,7 +251,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		this.timeoutNanos = builder.timeout.toNanos();
 		this.detector = new FailureDetector(name, this.policy.name(), builder.timeout.toNanos(), this.clock,
 				this.keyBucket ? (reply, sent) -> {
-				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting);
+				} : this.tune::adopt, this.tune.said(), this.keyBucket, connection::reconnecting, connection.answers());
 		if (this.key.equals(templateKey)) {
 			// the template's own bucket: the reads of its settings for its keys are its calls too, in the meters
 			this.tune.meterThrough(this.detector);
@@ -347,23 +359,21 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 * back at the next answer after that).
 	 *
 	 * <p>A bucket whose connection has never opened (Redis was not there, or refused the application, at
-	 * start-up) is down before any call finds it out.
+	 * start-up) is down before any call finds it out, and so is a bucket whose connection another bucket
+	 * found down (nothing answered on it since): a bucket nobody called since an outage began does not say
+	 * {@code up} (its health read probes it).
 	 *
 	 * @return {@code true} unless several calls in a row have failed, or the connection is not open
 	 */
 	@Override
 	public boolean isUp() {
-		return this.detector.isUp() && this.detector.sharedError() == null && this.connection.notConnected() == null;
+		return this.detector.isUp() && this.detector.sharedError() == null && this.connection.notConnected() == null
+				&& this.detector.connectionOutage() == null;
 	}
 
-	/** Whether Lettuce is reconnecting the bucket's connection now (for tests). */
-	boolean connectionReconnecting() {
-		return this.connection.reconnecting();
-	}
-
-	/** The master address the bucket's connection moved to after Sentinel's last switch (for tests). */
-	@Nullable String connectionFollowedMaster() {
-		return this.connection.followedMaster();
+	/** The bucket's connection (for tests: whether Lettuce reconnects it, where Sentinel moved it). */
+	ScriptConnection connection() {
+		return this.connection;
 	}
 
 	/**
@@ -382,7 +392,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	public Supplier<String> startHealthRead() {
 		// a bucket said down may get no calls at all (a load balancer takes the instance out of rotation on
 		// its health): the read itself asks Redis when a probe is due, so that it finds Redis back
-		Call probe = isUp() ? null : send(this.tune.current(), Mode.PEEK, 0, 0, "");
+		Call probe = isUp() ? null : send(this.tune.current(), probeMode(), 0, 0, "");
 		return () -> {
 			if (probe != null) {
 				probe.awaitUninterruptibly();
@@ -400,14 +410,15 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (error == null) {
 			error = this.connection.notConnected();
 		}
+		if (error == null) {
+			error = this.detector.connectionOutage(); // found by another bucket on the connection
+		}
 		return (error != null) ? "down: " + error : "up";
 	}
 
 	/**
-	 * Tells {@code listener} the bucket's mode switched for every instance (kept in Redis with its retune)
-	 * whenever a reply changes it, and at once the mode last read: {@code true} shadow, {@code false}
-	 * enforce, {@code null} as each instance's configuration says. The mode is one per bucket name on this
-	 * instance, shared by its overflow bucket and its keys' buckets.
+	 * Tells {@code listener} the mode switched for every instance (kept with the retune) when a reply changes
+	 * it, and at once the mode last read: {@code true} shadow, {@code false} enforce, {@code null} as configured.
 	 *
 	 * @param listener told the mode; quick (it runs on Lettuce's thread)
 	 */
@@ -416,14 +427,22 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Switches the bucket's mode for every instance: stored in Redis with its retune, waiting for Redis's
-	 * answer at most the timeout.
+	 * Switches the bucket's mode for every instance (stored with its retune; waits at most the timeout).
 	 *
 	 * @param shadow {@code true} for shadow mode, {@code false} for enforce
 	 * @throws dev.ratelimit.core.BackendUnavailableException when Redis does not answer: nothing changed
 	 */
 	public void switchMode(boolean shadow) {
 		this.tune.switchMode(shadow);
+	}
+
+	/**
+	 * A read's mode: {@code peek} (writes nothing); while the bucket (or one of its keys' buckets) is on the
+	 * policy {@code sync}, a write that changes nothing, as the read may be the probe: a Redis that answers
+	 * reads and refuses writes must not put it back.
+	 */
+	private Mode probeMode() {
+		return (this.detector.isUp() && this.detector.sharedError() == null) ? Mode.PEEK : Mode.SYNC;
 	}
 
 	@Override
@@ -445,16 +464,26 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		if (reply == null) {
 			boolean granted = this.policy.tryAcquire(n, call, this.tune);
+			if (granted && s.capped()) {
+				// released like a lease: this instance's count in flight, and the late grant the policy kept
+				this.tryLeases.add(new TryLease(n, () -> releasePolicyGrant(n, call, id)));
+			}
 			record(granted);
 			return granted;
 		}
 		boolean granted = reply.granted() && reply.waitMicros() == 0 && call.take();
+		if (granted && s.capped() && !this.policy.admit(n, this.tune)) {
+			// this instance holds the limit in flight already (calls its local policy let through, which Redis does
+			// not count): the grant goes back
+			sendUnconditionally(Mode.REFUND, n, id);
+			granted = false;
+		}
 		if (granted) {
 			mirror(Mode.CHARGE, n);
 		}
 		if (granted && s.capped()) {
 			this.held.incrementAndGet();
-			this.tryLeases.add(id);
+			this.tryLeases.add(new TryLease(n, () -> releaseLease(id, n)));
 		}
 		record(granted);
 		return granted;
@@ -514,10 +543,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (!this.tune.configured().capped() || n == 0) {
 			return;
 		}
-		String suffix = "#" + n;
-		for (String id : this.tryLeases) {
-			if (id.endsWith(suffix) && this.tryLeases.remove(id)) {
-				releaseLease(id);
+		for (TryLease lease : this.tryLeases) {
+			if (lease.n() == n && this.tryLeases.remove(lease)) {
+				lease.release().run();
 				return;
 			}
 		}
@@ -525,9 +553,23 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 				+ " tokens taken by tryAcquire");
 	}
 
-	void releaseLease(String id) {
+	/** Releases the lease {@code id} of {@code n} tokens that Redis granted here. */
+	void releaseLease(String id, long n) {
 		this.held.decrementAndGet();
 		sendUnconditionally(Mode.RELEASE, 0, id);
+		this.policy.released(n);
+		releasedSomewhere();
+	}
+
+	/**
+	 * Releases {@code n} capped tokens that the failure policy let through after {@code call} (if any) went
+	 * unanswered: this instance's count in flight, and the grant of Redis kept for it, now or when it comes.
+	 */
+	void releasePolicyGrant(long n, @Nullable Call call, String id) {
+		this.policy.released(n);
+		if (call != null) {
+			call.endKept(() -> sendUnconditionally(Mode.RELEASE, 0, id));
+		}
 		releasedSomewhere();
 	}
 
@@ -583,7 +625,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public boolean isIdle() {
-		boolean idle = this.waiting.get() == 0 && this.held.get() == 0;
+		FailurePolicy.Flight flight = this.policy.flight();
+		boolean idle = this.waiting.get() == 0 && this.held.get() == 0 && (flight == null || flight.tokens() == 0);
 		if (idle && this.subscribed.compareAndSet(true, false)) {
 			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
 			// releases later subscribes again (a release published meanwhile is found by its next ask)
@@ -606,7 +649,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public RateLimiterSnapshot snapshot() {
 		Settings asked = awaitSettings();
-		Call call = send(asked, Mode.PEEK, 0, 0, "");
+		// right after a call Redis did not answer (a refusal's headers): from what is known, not waiting again
+		Call call = this.detector.failedLately() ? null : send(asked, probeMode(), 0, 0, "");
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
 		// a key's bucket shows the settings its call passed; the others, those the reply says are in force
 		Settings s = this.keyBucket ? asked : this.tune.current();

@@ -5,6 +5,9 @@ import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
@@ -21,11 +24,14 @@ import io.lettuce.core.cluster.RedisClusterClient;
 import io.lettuce.core.cluster.api.StatefulRedisClusterConnection;
 import io.lettuce.core.cluster.api.async.RedisClusterAsyncCommands;
 import io.lettuce.core.codec.StringCodec;
+import io.lettuce.core.event.connection.ConnectionActivatedEvent;
+import io.lettuce.core.event.connection.ReconnectFailedEvent;
 import io.lettuce.core.pubsub.RedisPubSubAdapter;
 import io.lettuce.core.pubsub.StatefulRedisPubSubConnection;
 import org.apache.commons.logging.Log;
 import org.apache.commons.logging.LogFactory;
 import org.jspecify.annotations.Nullable;
+import reactor.core.Disposable;
 
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 import org.springframework.data.redis.connection.RedisSentinelConfiguration;
@@ -36,11 +42,14 @@ import org.springframework.data.redis.connection.lettuce.LettuceConnectionFactor
  * a call costs no thread while it waits for Redis (the caller keeps the future and decides how long to
  * wait), and Lettuce pipelines the calls of every bucket on the one connection.
  *
- * <p>The connection is opened, and the script loaded, when the connection is made (at start-up when
- * the auto-configuration makes it). When Redis cannot be reached then, the application starts
- * anyway: calls fail at once (and their buckets apply their failure policy) while one background
- * attempt at a time tries again, asked for by the calls themselves, so the buckets come back by
- * themselves. Once open, Lettuce reconnects the connection by itself.
+ * <p>The connection is opened, and the script loaded, on a thread of its own as soon as the connection
+ * is made (at start-up when the auto-configuration makes it): nothing waits for it, so neither the
+ * start-up nor a caller waits for a Redis that accepts connections and answers nothing (a call made while
+ * it is being opened waits for it within the call's own timeout, its bucket's timeout being "connecting
+ * included"). When Redis cannot be reached, the application starts anyway: calls fail at once (and their
+ * buckets apply their failure policy) while one background attempt at a time tries again, asked for by
+ * the calls themselves, so the buckets come back by themselves. Once open, Lettuce reconnects the
+ * connection by itself. The connection for wake-ups is opened on a thread of its own too.
  *
  * <p>It is made from the application's {@link LettuceConnectionFactory} (the client Spring Boot
  * configures by default), with its client, and so with its address, credentials, TLS and cluster
@@ -56,6 +65,19 @@ final class ScriptConnection implements AutoCloseable {
 
 	private static final Log logger = LogFactory.getLog(ScriptConnection.class);
 
+	/**
+	 * How long nothing must have been answered on the connection for a call's timeout to count towards a
+	 * switch ({@link FailureDetector.Answers}): longer than a busy machine keeps Lettuce's thread from
+	 * reading replies.
+	 */
+	private static final long MIN_SILENCE_NANOS = TimeUnit.SECONDS.toNanos(2);
+
+	/** The longest the start-up waits for the connection to open. */
+	private static final long OPEN_WAIT_MILLIS = 2000;
+
+	/** The longest {@link #close()} waits for the connections to close. */
+	private static final long CLOSE_MILLIS = 2000;
+
 	private final Supplier<StatefulConnection<String, String>> connector;
 
 	private final Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector;
@@ -68,6 +90,32 @@ final class ScriptConnection implements AutoCloseable {
 	private final String description;
 
 	private final AtomicBoolean connecting = new AtomicBoolean();
+
+	/** Completes when the attempt under way opens the connection (or fails): calls made meanwhile wait for it. */
+	private volatile CompletableFuture<RedisClusterAsyncCommands<String, String>> opened = new CompletableFuture<>();
+
+	/** Whether the connection has been open once: calls that time out before that waited for it, not for Redis. */
+	private volatile boolean everOpen;
+
+	private final AtomicBoolean openingPubSub = new AtomicBoolean();
+
+	/** When Redis last answered on this connection: a timeout amid answers is load ({@link FailureDetector}). */
+	private final FailureDetector.Answers answers;
+
+	/** {@link #MIN_SILENCE_NANOS} on a real connection; none on a fake one (tests, on a clock of their own). */
+	private final long minSilenceNanos;
+
+	/** Lettuce's last failure to reconnect the connection (its event bus says it), for the cause a timeout names. */
+	private volatile @Nullable String lostBecause;
+
+	/** The subscription to Lettuce's reconnect failures, ended on close. */
+	private volatile @Nullable Disposable lostEvents;
+
+	/** Whether the connection is to a Redis Cluster, whose nodes answer each for itself. */
+	private final boolean cluster;
+
+	/** Whether the connections open on threads of their own (else on the caller's: fakes in tests). */
+	private final boolean inBackground;
 
 	private volatile @Nullable StatefulConnection<String, String> connection;
 
@@ -93,6 +141,13 @@ final class ScriptConnection implements AutoCloseable {
 		this(connector, pubSubConnector, description, null);
 	}
 
+	/** A connection opened now, on this thread (for tests: a fake connector answers at once). */
+	ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
+			Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector, String description,
+			@Nullable Function<Consumer<String>, SentinelWatch> watchOf) {
+		this(connector, pubSubConnector, description, watchOf, false, false);
+	}
+
 	/**
 	 * A connection, opened now.
 	 *
@@ -101,15 +156,87 @@ final class ScriptConnection implements AutoCloseable {
 	 * @param description the server as the log and the health say it
 	 * @param watchOf makes the watch of master switches given what to run on one, or {@code null} when
 	 * Redis is not reached through Sentinel
+	 * @param cluster whether the connection is to a Redis Cluster
+	 * @param inBackground whether it is opened on a thread of its own (else on this one, before this returns)
 	 */
-	ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
+	private ScriptConnection(Supplier<StatefulConnection<String, String>> connector,
 			Supplier<StatefulRedisPubSubConnection<String, String>> pubSubConnector, String description,
-			@Nullable Function<Consumer<String>, SentinelWatch> watchOf) {
+			@Nullable Function<Consumer<String>, SentinelWatch> watchOf, boolean cluster, boolean inBackground) {
 		this.connector = connector;
 		this.pubSubConnector = pubSubConnector;
 		this.description = description;
+		this.cluster = cluster;
+		this.inBackground = inBackground;
+		this.minSilenceNanos = inBackground ? MIN_SILENCE_NANOS : 0;
+		this.answers = new FailureDetector.Answers(this::opening, this::lost, this.minSilenceNanos);
 		this.watch = (watchOf != null) ? watchOf.apply(this::masterSwitched) : null;
-		connect();
+		if (inBackground) {
+			connectInBackground();
+			awaitOpen();
+		}
+		else if (this.connecting.compareAndSet(false, true)) {
+			connectOnce();
+		}
+	}
+
+	/**
+	 * When Redis last answered for a bucket's failure detector: one for the whole connection to one server;
+	 * on a Redis Cluster each detector's own (a node that answers says nothing of another).
+	 *
+	 * @return the answers
+	 */
+	FailureDetector.Answers answers() {
+		return this.cluster ? new FailureDetector.Answers(this::opening, this::lost, this.minSilenceNanos)
+				: this.answers;
+	}
+
+	/**
+	 * Why the connection is lost, while Lettuce reconnects it: its last failure to reconnect (connection
+	 * refused, a wrong password), as Lettuce's event bus said it, or that it closed.
+	 *
+	 * @return the cause, or {@code null} while the connection is open (or was never opened)
+	 */
+	@Nullable String lost() {
+		if (!reconnecting()) {
+			return null;
+		}
+		String cause = this.lostBecause;
+		return (cause != null) ? cause : "the connection closed, Lettuce reconnects it";
+	}
+
+	/** Hears Lettuce's failures to reconnect (on the client's event bus). */
+	private ScriptConnection hearingReconnects(AbstractRedisClient client) {
+		this.lostEvents = client.getResources()
+			.eventBus()
+			.get()
+			.filter((event) -> event instanceof ReconnectFailedEvent || event instanceof ConnectionActivatedEvent)
+			.subscribe((event) -> this.lostBecause = (event instanceof ReconnectFailedEvent failed)
+					? describe(failed.getCause()) : null, (error) -> {
+						// the client's resources shut down: nothing more to hear
+					});
+		return this;
+	}
+
+	/**
+	 * Waits for the first attempt to open the connection, at most {@value #OPEN_WAIT_MILLIS} ms: the calls
+	 * right after start-up find it open when Redis answers, and a Redis that accepts connections and answers
+	 * nothing holds the start-up that long, not Lettuce's minute.
+	 */
+	private void awaitOpen() {
+		try {
+			this.opened.get(OPEN_WAIT_MILLIS, TimeUnit.MILLISECONDS);
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+		}
+		catch (ExecutionException | TimeoutException ex) {
+			// not open (yet): calls wait for it within their timeout, or fail and apply their policy
+		}
+	}
+
+	/** Whether the connection has never been open and an attempt to open it is under way. */
+	private boolean opening() {
+		return !this.everOpen && this.connecting.get();
 	}
 
 	/**
@@ -131,18 +258,19 @@ final class ScriptConnection implements AutoCloseable {
 		AbstractRedisClient client = lettuce.getRequiredNativeClient();
 		if (client instanceof RedisClusterClient cluster) {
 			return new ScriptConnection(() -> cluster.connect(StringCodec.UTF8),
-					() -> cluster.connectPubSub(StringCodec.UTF8), describe(lettuce));
+					() -> cluster.connectPubSub(StringCodec.UTF8), describe(lettuce), null, true, true)
+				.hearingReconnects(client);
 		}
 		RedisSentinelConfiguration sentinel = lettuce.getSentinelConfiguration();
 		if (client instanceof RedisClient redis && sentinel != null) {
 			String master = sentinel.getRequiredMaster().getName();
 			return new ScriptConnection(() -> redis.connect(StringCodec.UTF8), () -> redis.connectPubSub(StringCodec.UTF8),
 					describe(lettuce), (onSwitch) -> new SentinelWatch(redis,
-							SentinelWatch.uris(sentinel, lettuce.getClientConfiguration()), master, onSwitch));
+							SentinelWatch.uris(sentinel, lettuce.getClientConfiguration()), master, onSwitch), false, true).hearingReconnects(client);
 		}
 		if (client instanceof RedisClient redis) {
 			return new ScriptConnection(() -> redis.connect(StringCodec.UTF8), () -> redis.connectPubSub(StringCodec.UTF8),
-					describe(lettuce));
+					describe(lettuce), null, false, true).hearingReconnects(client);
 		}
 		throw new IllegalArgumentException("Unsupported Lettuce client " + client.getClass().getName());
 	}
@@ -164,12 +292,21 @@ final class ScriptConnection implements AutoCloseable {
 	 */
 	CompletableFuture<List<Object>> run(String[] keys, String[] arguments) {
 		RedisClusterAsyncCommands<String, String> async = this.commands;
-		if (async == null) {
-			connectInBackground();
-			String error = this.connectError;
-			return CompletableFuture.failedFuture(new IllegalStateException("Not connected to " + this.description
-					+ ((error != null) ? ": " + error : "")));
+		if (async != null) {
+			return run(async, keys, arguments);
 		}
+		if (opening()) {
+			// the first attempt is under way: the call waits for it (its caller, at most its timeout)
+			return this.opened.thenCompose((open) -> run(open, keys, arguments));
+		}
+		connectInBackground();
+		String error = this.connectError;
+		return CompletableFuture.failedFuture(new IllegalStateException("Not connected to " + this.description
+				+ ((error != null) ? ": " + error : "")));
+	}
+
+	private static CompletableFuture<List<Object>> run(RedisClusterAsyncCommands<String, String> async, String[] keys,
+			String[] arguments) {
 		CompletableFuture<List<Object>> reply = async
 			.<List<Object>>evalsha(BucketScript.SHA1, ScriptOutputType.MULTI, keys, arguments)
 			.toCompletableFuture();
@@ -189,12 +326,6 @@ final class ScriptConnection implements AutoCloseable {
 			Thread thread = new Thread(this::connectOnce, "ratelimit-redis-connect");
 			thread.setDaemon(true);
 			thread.start();
-		}
-	}
-
-	private void connect() {
-		if (this.connecting.compareAndSet(false, true)) {
-			connectOnce();
 		}
 	}
 
@@ -229,10 +360,16 @@ final class ScriptConnection implements AutoCloseable {
 			RedisClusterAsyncCommands<String, String> async = asyncCommands(opened);
 			async.scriptLoad(BucketScript.SOURCE);
 			this.connection = opened;
-			this.commands = async;
 			this.connectError = null;
+			if (this.inBackground) {
+				this.answers.heard(System.nanoTime()); // the handshake was answered (the buckets' default clock)
+			}
+			// the calls that waited for the connection go first, then those that find it open
+			this.opened.complete(async);
+			this.commands = async;
+			this.everOpen = true;
 			if (!this.subscriptions.isEmpty()) {
-				openPubSub();
+				openPubSubInBackground();
 			}
 			if (this.closed) {
 				close();
@@ -246,6 +383,10 @@ final class ScriptConnection implements AutoCloseable {
 						+ "); they apply their on-failure policy and connect when Redis answers");
 			}
 			this.connectError = error;
+			// the calls that waited for this attempt fail with its error; the next attempt has a future of its own
+			CompletableFuture<RedisClusterAsyncCommands<String, String>> failed = this.opened;
+			this.opened = new CompletableFuture<>();
+			failed.completeExceptionally(new IllegalStateException("Not connected to " + this.description + ": " + error));
 			return false;
 		}
 	}
@@ -362,7 +503,12 @@ final class ScriptConnection implements AutoCloseable {
 			open.async().subscribe(channel);
 		}
 		else if (this.commands != null) {
-			openPubSub();
+			if (this.inBackground) {
+				openPubSubInBackground();
+			}
+			else {
+				openPubSub();
+			}
 		}
 	}
 
@@ -382,8 +528,27 @@ final class ScriptConnection implements AutoCloseable {
 		}
 	}
 
-	/** Opens the connection for wake-ups, the first time a bucket asks for them. */
-	private synchronized void openPubSub() {
+	/**
+	 * Opens the connection for wake-ups, the first time a bucket asks for them, on a thread of its own: a
+	 * Redis that accepts connections and answers nothing holds no caller (capped waiters ask again at
+	 * intervals meanwhile).
+	 */
+	private void openPubSubInBackground() {
+		if (!this.closed && this.pubSub == null && this.openingPubSub.compareAndSet(false, true)) {
+			Thread thread = new Thread(() -> {
+				try {
+					openPubSub();
+				}
+				finally {
+					this.openingPubSub.set(false);
+				}
+			}, "ratelimit-redis-connect-wake-ups");
+			thread.setDaemon(true);
+			thread.start();
+		}
+	}
+
+	private void openPubSub() {
 		if (this.pubSub != null) {
 			return;
 		}
@@ -399,10 +564,21 @@ final class ScriptConnection implements AutoCloseable {
 					}
 				}
 			});
-			if (!this.subscriptions.isEmpty()) {
-				open.async().subscribe(this.subscriptions.keySet().toArray(String[]::new));
+			synchronized (this) {
+				// under the lock subscribe() takes: a channel added meanwhile is subscribed here or there
+				if (this.closed) {
+					// opened while the application closed: the client may have closed it already, and a second
+					// close would log "Connection is already closed"
+					if (open.isOpen()) {
+						open.closeAsync();
+					}
+					return;
+				}
+				this.pubSub = open;
+				if (!this.subscriptions.isEmpty()) {
+					open.async().subscribe(this.subscriptions.keySet().toArray(String[]::new));
+				}
 			}
-			this.pubSub = open;
 		}
 		catch (RuntimeException ex) {
 			logger.warn("Rate limit buckets on Redis cannot subscribe to wake-ups on " + this.description + " ("
@@ -410,6 +586,11 @@ final class ScriptConnection implements AutoCloseable {
 		}
 	}
 
+	/**
+	 * Closes the connections and waits until they are closed (at most {@value #CLOSE_MILLIS} ms): the
+	 * application's connection factory closes its client after this, and a connection still closing then
+	 * would be closed twice ("Connection is already closed"). Closing needs no answer from Redis.
+	 */
 	@Override
 	public void close() {
 		this.closed = true;
@@ -417,25 +598,44 @@ final class ScriptConnection implements AutoCloseable {
 		if (sentinels != null) {
 			sentinels.close();
 		}
-		closeConnections();
+		this.opened.completeExceptionally(new IllegalStateException("Closed: " + this));
+		Disposable events = this.lostEvents;
+		if (events != null) {
+			events.dispose();
+		}
+		try {
+			closeConnections().get(CLOSE_MILLIS, TimeUnit.MILLISECONDS);
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+		}
+		catch (ExecutionException | TimeoutException ex) {
+			// closed as far as it goes: nothing more is sent on it
+		}
 	}
 
-	/** Closes the script connection and the wake-ups' (on close, and before reopening on a new master). */
-	private void closeConnections() {
+	/**
+	 * Closes the script connection and the wake-ups' (on close, and before reopening on a new master).
+	 *
+	 * @return completes when both are closed
+	 */
+	private CompletableFuture<Void> closeConnections() {
 		StatefulConnection<String, String> open = this.connection;
 		this.commands = null;
 		this.connection = null;
-		if (open != null) {
-			open.closeAsync();
-		}
+		CompletableFuture<Void> script = (open != null) ? orDone(open.closeAsync()) : CompletableFuture.completedFuture(null);
 		StatefulRedisPubSubConnection<String, String> subscribed;
 		synchronized (this) {
 			subscribed = this.pubSub;
 			this.pubSub = null;
 		}
-		if (subscribed != null) {
-			subscribed.closeAsync();
-		}
+		CompletableFuture<Void> wakeUps = (subscribed != null) ? orDone(subscribed.closeAsync())
+				: CompletableFuture.completedFuture(null);
+		return CompletableFuture.allOf(script, wakeUps);
+	}
+
+	private static CompletableFuture<Void> orDone(@Nullable CompletableFuture<Void> closing) {
+		return (closing != null) ? closing : CompletableFuture.completedFuture(null);
 	}
 
 	@Override

@@ -128,7 +128,9 @@ class FailureDetectorModelTests {
 		answered.complete(List.of(Reply.REFUSED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
 		assertThat(detector.isUp()).isTrue();
 		assertThat(infos()).isEqualTo(1);
-		// a new run of failures at the same reading: a timeout found, two calls failing at once, then the probe
+		// a new run of failures at the same reading: a call failing, two more failing at once, then the probe (a
+		// timeout found now would not count: Redis answered since that call was sent, revision 3)
+		lateTimeout.completeExceptionally(new IllegalStateException("RedisConnectionException"));
 		assertThat(second.isSettled(clock[0])).isTrue();
 		assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
 		assertThat(detector.send(FailureDetectorModelTests::notConnected, null)).isNotNull();
@@ -178,6 +180,111 @@ class FailureDetectorModelTests {
 		assertThat(detector.remainingBackoffNanos()).isEqualTo(MIN_BACKOFF);
 	}
 
+	/**
+	 * Revision 3, "never for load": calls that time out in the client's queue while Redis answers the calls
+	 * ahead of them, however late, are load. A long run of them never switches the bucket; the same run with
+	 * nothing answered at all does.
+	 */
+	@Test
+	void repliesThatKeepArrivingLateNeverSwitchTheBucketAndSilenceDoes() {
+		long[] clock = { 0 };
+		FailureDetector loaded = new FailureDetector("late", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		});
+		FailureDetector silent = new FailureDetector("silent", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		});
+		List<CompletableFuture<List<Object>>> out = new ArrayList<>();
+		for (int i = 0; i < 20; i++) {
+			CompletableFuture<List<Object>> late = new CompletableFuture<>();
+			FailureDetector.Call call = loaded.send(() -> late, null);
+			FailureDetector.Call unanswered = silent.send(CompletableFuture::new, null);
+			clock[0] += 150 * MS;
+			assertThat(call.isSettled(clock[0])).isTrue(); // timed out in the queue
+			if (unanswered != null) { // (null: in its back-off, once switched)
+				unanswered.isSettled(clock[0]);
+			}
+			out.add(late);
+			// the call ahead is answered at last: Redis answers, late
+			out.get(i).complete(List.of(Reply.GRANTED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L));
+			assertThat(loaded.isUp()).as("after %d calls answered late", i + 1).isTrue();
+		}
+		assertThat(silent.isUp()).as("after 20 calls nothing answered").isFalse();
+		assertThat(warns()).isEqualTo(1);
+	}
+
+	/**
+	 * The calls of one connection share what it heard: a call of one bucket that times out while another
+	 * bucket's calls on the same connection are answered is load, and never counts.
+	 */
+	@Test
+	void aTimeoutWhileAnotherBucketOnTheConnectionIsAnsweredDoesNotCount() {
+		long[] clock = { 0 };
+		FailureDetector.Answers answers = new FailureDetector.Answers();
+		FailureDetector quiet = new FailureDetector("quiet", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		}, new FailureDetector.Said(), false, () -> false, answers);
+		FailureDetector busy = new FailureDetector("busy", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		}, new FailureDetector.Said(), false, () -> false, answers);
+		for (int i = 0; i < 10; i++) {
+			FailureDetector.Call stuck = quiet.send(CompletableFuture::new, null);
+			clock[0] += 50 * MS;
+			busy.send(() -> CompletableFuture.completedFuture(List.of(Reply.REFUSED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L)),
+					null);
+			clock[0] += 60 * MS;
+			assertThat(stuck.isSettled(clock[0])).isTrue();
+		}
+		assertThat(quiet.isUp()).isTrue();
+		// the same without the other bucket's answers: a switch
+		for (int i = 0; i < FAILURES_TO_TRIP; i++) {
+			FailureDetector.Call stuck = quiet.send(CompletableFuture::new, null);
+			clock[0] += 110 * MS;
+			assertThat(stuck.isSettled(clock[0])).isTrue();
+		}
+		assertThat(quiet.isUp()).isFalse();
+	}
+
+	/**
+	 * Revision 3: the detector is per bucket, keys included. Keys' detectors that fail once each count in the
+	 * bucket's run together: the key whose failure completes it switches, every key after it switches at its
+	 * first failure, and WARN is said once; an answer to any of them starts the bucket's run again. Before,
+	 * each key counted only its own failures, and a bucket whose keys are called a few times each never
+	 * switched.
+	 */
+	@Test
+	void keysThatFailOnceEachSwitchTheirBucketTogether() {
+		long[] clock = { 0 };
+		FailureDetector.Said said = new FailureDetector.Said();
+		List<FailureDetector> keys = new ArrayList<>();
+		for (int i = 0; i < FAILURES_TO_TRIP + 2; i++) {
+			keys.add(new FailureDetector("per-user", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+			}, said, true));
+		}
+		FailureDetector answering = new FailureDetector("per-user", "LOCAL", 100 * MS, () -> clock[0], (reply, sent) -> {
+		}, said, true);
+		for (int i = 0; i < FAILURES_TO_TRIP - 1; i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+			assertThat(keys.get(i).isUp()).as("key %d after one failure, the bucket's run at %d", i, i + 1).isTrue();
+		}
+		// an answer to another key of the bucket starts the run again
+		answering.send(() -> CompletableFuture.completedFuture(List.of(Reply.GRANTED, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L)),
+				null);
+		keys.get(FAILURES_TO_TRIP - 1).send(FailureDetectorModelTests::notConnected, null);
+		clock[0] += MS;
+		assertThat(keys.get(FAILURES_TO_TRIP - 1).isUp()).as("after an answer, the run at 1").isTrue();
+		assertThat(said.error()).isNull();
+		for (int i = 0; i < FAILURES_TO_TRIP - 1; i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+		}
+		assertThat(keys.get(FAILURES_TO_TRIP - 2).isUp()).as("the key that completed the bucket's run").isFalse();
+		assertThat(said.error()).as("the bucket, said down").isNotNull();
+		for (int i = FAILURES_TO_TRIP; i < keys.size(); i++) {
+			keys.get(i).send(FailureDetectorModelTests::notConnected, null);
+			clock[0] += MS;
+			assertThat(keys.get(i).isUp()).as("key %d at its first failure", i).isFalse();
+		}
+		assertThat(warns()).isEqualTo(1);
+	}
+
 	private static CompletableFuture<List<Object>> notConnected() {
 		throw new IllegalStateException("not connected");
 	}
@@ -188,6 +295,12 @@ class FailureDetectorModelTests {
 
 	private long infos() {
 		return this.log.list.stream().filter((e) -> e.getLevel() == Level.INFO).count();
+	}
+
+	enum Scenario {
+
+		MIXED, LATE, SILENT
+
 	}
 
 	/** One call as the model sees it. */
@@ -282,6 +395,18 @@ class FailureDetectorModelTests {
 		/** The reference: whether a send found the connection being reconnected since the last probe. */
 		boolean sawReconnecting;
 
+		/** The reference: whether, and when last, Redis answered a call (in time or late). */
+		boolean heard;
+
+		long heardAt;
+
+		/**
+		 * What the sequence plays: {@code MIXED} anything; {@code LATE} Redis answers every call, but only
+		 * after its timeout (replies keep arriving late: load, never a switch); {@code SILENT} the connection
+		 * never answers (nothing but timeouts: a switch after {@value #FAILURES_TO_TRIP} in a row).
+		 */
+		final Scenario scenario;
+
 		int warns;
 
 		int infos;
@@ -310,7 +435,9 @@ class FailureDetectorModelTests {
 					(reply, sent) -> this.replies.add(reply.code() + "@" + sent), new FailureDetector.Said(), false,
 					() -> this.reconnecting);
 			this.detector.addListener((outcome, nanos) -> this.outcomes.add(outcome + ":" + nanos));
-			this.trace.add("timeout=" + this.timeout + "ns start=" + this.clock[0]);
+			int pick = this.random.nextInt(10);
+			this.scenario = (pick < 6) ? Scenario.MIXED : (pick < 8) ? Scenario.LATE : Scenario.SILENT;
+			this.trace.add("timeout=" + this.timeout + "ns start=" + this.clock[0] + " scenario=" + this.scenario);
 		}
 
 		long now() {
@@ -340,6 +467,10 @@ class FailureDetectorModelTests {
 		}
 
 		void step() {
+			if (this.scenario != Scenario.MIXED) {
+				stepOneWay();
+				return;
+			}
 			int action = this.random.nextInt(106);
 			if (action < 18) {
 				advance();
@@ -407,6 +538,48 @@ class FailureDetectorModelTests {
 			}
 		}
 
+		/**
+		 * A step of the {@code LATE} or {@code SILENT} sequences: callers send, the clock moves, callers find
+		 * their calls past the timeout, and (only {@code LATE}) Redis answers the calls found so, oldest first.
+		 */
+		void stepOneWay() {
+			int action = this.random.nextInt(100);
+			if (action < 25) {
+				advance();
+			}
+			else if (action < 55) {
+				send();
+			}
+			else if (action < 80) {
+				List<ModelCall> held = where((c) -> !c.discarded && c.state == 0);
+				if (!held.isEmpty()) {
+					ModelCall c = pick(held);
+					if (this.scenario == Scenario.LATE && now() - c.sent >= this.timeout) {
+						// replies keep arriving: one for an older call comes before this one is found late
+						List<ModelCall> older = where((o) -> o != c && !o.futureDone && o.sent - c.sent <= 0);
+						// (none older: it is answered itself, just in time)
+						reply(older.isEmpty() ? c : older.get(0));
+					}
+					checkSettled(c);
+				}
+			}
+			else if (action < 85) {
+				List<ModelCall> held = where((c) -> !c.discarded && !c.taken);
+				if (!held.isEmpty()) {
+					discard(pick(held));
+				}
+			}
+			else if (this.scenario == Scenario.LATE) {
+				// replies keep arriving, each after its call timed out
+				for (ModelCall c : where((c) -> !c.futureDone && c.state != 0)) {
+					reply(c);
+				}
+			}
+			if (this.scenario == Scenario.LATE) {
+				assertThat(this.detector.isUp()).as("up while replies keep arriving, however late").isTrue();
+			}
+		}
+
 		void advance() {
 			long by = switch (this.random.nextInt(6)) {
 				case 0 -> 0;
@@ -423,7 +596,8 @@ class FailureDetectorModelTests {
 		}
 
 		void send() {
-			int kind = this.random.nextInt(100);
+			// one-way sequences send only calls that the connection takes (no error)
+			int kind = (this.scenario == Scenario.MIXED) ? this.random.nextInt(100) : 7 + this.random.nextInt(93);
 			long now = now();
 			// the reference: in a back-off, nothing is sent; after it, exactly one probe at a time
 			boolean expectSent;
@@ -492,7 +666,7 @@ class FailureDetectorModelTests {
 		void reply(ModelCall c) {
 			int kind = this.random.nextInt(100);
 			long code = (kind < 50) ? Reply.GRANTED : (kind < 75) ? Reply.REFUSED : Reply.AWAITING_RELEASE;
-			boolean valid = kind < 97;
+			boolean valid = kind < 97 || this.scenario == Scenario.LATE;
 			this.trace.add("reply " + c + (valid ? " code=" + code : " invalid"));
 			List<Object> values = valid ? List.of(code, 0L, 1L, 0L, 0L, 0L, 0L, 0L, 0L, 0L) : List.of("junk");
 			c.futureDone = true;
@@ -506,6 +680,9 @@ class FailureDetectorModelTests {
 			}
 			else {
 				this.expectedReplies.add(code + "@" + c.sent);
+				// Redis answered: a timeout of a call sent before now is load, not silence (rule 1)
+				this.heard = true;
+				this.heardAt = now();
 				if (c.state == 0) {
 					c.state = 1;
 					succeeded(c);
@@ -514,7 +691,8 @@ class FailureDetectorModelTests {
 					}
 				}
 				else {
-					giveBack(c); // a late reply
+					this.failures = 0; // a late reply starts the run again (rule 1)
+					giveBack(c);
 				}
 			}
 			c.future.complete(values);
@@ -576,8 +754,10 @@ class FailureDetectorModelTests {
 		}
 
 		void timedOut(ModelCall c) {
-			// the class names the timeout by the duration; only the outcome matters here
-			failed(c, Outcome.TIMEOUT, null);
+			// the class names the timeout by the duration; only the outcome matters here. It counts only when
+			// nothing was answered since the call was sent (rule 1)
+			boolean silence = !(this.heard && this.heardAt - c.sent > 0);
+			failed(c, Outcome.TIMEOUT, null, silence);
 		}
 
 		void succeeded(ModelCall c) {
@@ -594,11 +774,15 @@ class FailureDetectorModelTests {
 		}
 
 		void failed(ModelCall c, Outcome outcome, String error) {
+			failed(c, outcome, error, true);
+		}
+
+		void failed(ModelCall c, Outcome outcome, String error, boolean silence) {
 			long now = now();
 			c.state = 2;
 			this.lastError = error;
 			// in a row: sent after the last counted failure was seen
-			boolean counts = this.failures == 0 || c.sent - this.lastCounted >= 0;
+			boolean counts = silence && (this.failures == 0 || c.sent - this.lastCounted >= 0);
 			if (counts) {
 				this.failures++;
 				this.lastCounted = now;

@@ -50,10 +50,10 @@ class RedisBucketToStringTests {
 		assertThat(bucket.isUp()).isFalse();
 		this.redis.start();
 		long deadline = System.nanoTime() + Duration.ofSeconds(40).toNanos();
-		while (bucket.connectionReconnecting() && System.nanoTime() < deadline) {
+		while (bucket.connection().reconnecting() && System.nanoTime() < deadline) {
 			Thread.sleep(100);
 		}
-		assertThat(bucket.connectionReconnecting()).isFalse();
+		assertThat(bucket.connection().reconnecting()).isFalse();
 		Thread.sleep(300); // the first back-off (100 ms) is over: a probe is due
 		assertThat(bucket.isUp()).isFalse();
 		String described = bucket.toString();

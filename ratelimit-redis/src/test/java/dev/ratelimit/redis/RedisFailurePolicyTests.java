@@ -254,10 +254,10 @@ class RedisFailurePolicyTests {
 			assertThat(calls.subList(before, calls.size())).as("calls sent while Lettuce reconnects").isEmpty();
 			this.redis.start();
 			long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
-			while (bucket.connectionReconnecting() && System.nanoTime() < deadline) {
+			while (bucket.connection().reconnecting() && System.nanoTime() < deadline) {
 				Thread.sleep(20);
 			}
-			assertThat(bucket.connectionReconnecting()).as("Lettuce reconnected within 20 s").isFalse();
+			assertThat(bucket.connection().reconnecting()).as("Lettuce reconnected within 20 s").isFalse();
 			// the first call probes, whatever the back-off; its answer puts the bucket back on Redis
 			int sent = calls.size();
 			assertThat(bucket.tryAcquire(1)).isTrue();

@@ -226,4 +226,89 @@ class RedisLocalMirrorTests {
 		}
 		assertThat(granted).as("on the policy, a second later").isEqualTo(3);
 	}
+
+	private RedisTokenBucket capped() {
+		return RedisTokenBucket.builder()
+			.name("mirrored-capped")
+			.rate(10, Duration.ofSeconds(1))
+			.limit(3)
+			.cappedRelease(true)
+			.timeout(Duration.ofMillis(50))
+			.clock(this.localClock::get)
+			.connection(this.connection)
+			.build();
+	}
+
+	/**
+	 * A capped {@code tryAcquire} that Redis does not answer and the local policy lets through is released by
+	 * {@code release(n)} like any: before, {@code release} threw "holds no lease" (seen under load, where a
+	 * call past its timeout is let through by the policy). Its late grant stays in Redis while the call runs
+	 * (Redis counts the call that ran), and goes back with the release.
+	 */
+	@Test
+	void aCappedCallTheLocalPolicyLetThroughIsReleasedByReleaseAndItsLateGrantWithIt() {
+		RedisTokenBucket bucket = capped();
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).as("unanswered call %d, let through by the local policy", i).isTrue();
+		}
+		for (CompletableFuture<List<Object>> late : this.redis.of(BucketScript.Mode.ACQUIRE)) {
+			late.complete(FakeScriptRedis.reply(BucketScript.Reply.GRANTED)); // Redis ran them, late
+		}
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("late grants of calls that run").isEmpty();
+		this.localClock.addAndGet(TimeUnit.SECONDS.toNanos(1)); // the rate's tokens are back; the 3 calls still run
+		assertThat(bucket.tryAcquire(1)).as("3 of limit 3 in flight here").isFalse();
+		bucket.release(1);
+		assertThat(this.redis.arguments(BucketScript.Mode.RELEASE)).as("the late grant's lease, released").hasSize(1);
+		assertThat(bucket.tryAcquire(1)).as("after a release").isTrue();
+	}
+
+	/**
+	 * The local policy of a capped bucket starts with the limit less what this instance holds in flight
+	 * (contract revision 3): before, it started full (its bucket counted the rate only), and an instance that
+	 * held the limit through Redis let the limit more through while Redis did not answer.
+	 */
+	@Test
+	void aCappedBucketsLocalPolicyStartsWithTheLimitLessWhatThisInstanceHoldsInFlight() {
+		RedisTokenBucket bucket = capped();
+		for (int i = 0; i < 3; i++) {
+			CompletableFuture<Void> answer = grant(i);
+			assertThat(bucket.tryAcquire(1)).as("call %d, granted by Redis", i).isTrue();
+			answer.join();
+		}
+		this.localClock.addAndGet(TimeUnit.SECONDS.toNanos(1)); // the rate's tokens are back; the 3 calls still run
+		assertThat(bucket.tryAcquire(1)).as("unanswered, with 3 of limit 3 in flight here").isFalse();
+		Reservation claim = bucket.reserve(1, Duration.ZERO);
+		this.localClock.addAndGet(TIMEOUT_NANOS);
+		long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+		boolean refused = false;
+		while (!refused && System.nanoTime() - deadline < 0) {
+			try {
+				claim.poll();
+				Thread.onSpinWait();
+			}
+			catch (RateLimitExceededException ex) {
+				refused = true;
+			}
+		}
+		assertThat(refused).as("a reserved call, unanswered, with 3 of limit 3 in flight here").isTrue();
+		bucket.release(1);
+		assertThat(bucket.tryAcquire(1)).as("unanswered, after a release").isTrue();
+		assertThat(bucket.snapshot().inFlight()).as("the policy's view: in flight here").isEqualTo(3.0);
+	}
+
+	/**
+	 * Redis answering again while calls the local policy let through still run (Redis does not count them):
+	 * a grant that would take this instance past its limit is given back, and the call is refused.
+	 */
+	@Test
+	void aGrantOfRedisThatWouldTakeThisInstancePastItsLimitIsGivenBack() {
+		RedisTokenBucket bucket = capped();
+		for (int i = 0; i < 3; i++) {
+			assertThat(bucket.tryAcquire(1)).as("unanswered call %d, let through by the local policy", i).isTrue();
+		}
+		CompletableFuture<Void> answer = grant(3);
+		assertThat(bucket.tryAcquire(1)).as("granted by Redis, with 3 of limit 3 in flight here").isFalse();
+		answer.join();
+		assertThat(this.redis.arguments(BucketScript.Mode.REFUND)).as("Redis's grant, given back").hasSize(1);
+	}
 }

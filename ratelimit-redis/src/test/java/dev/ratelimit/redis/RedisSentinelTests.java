@@ -345,8 +345,8 @@ class RedisSentinelTests {
 		 */
 		void awaitFollowedBy(RedisTokenBucket bucket) throws InterruptedException {
 			String named = "127.0.0.1:" + this.replicaPort;
-			await(() -> named.equals(bucket.connectionFollowedMaster()), 30);
-			assertThat(bucket.connectionFollowedMaster()).as("the master the bucket's connection moved to")
+			await(() -> named.equals(bucket.connection().followedMaster()), 30);
+			assertThat(bucket.connection().followedMaster()).as("the master the bucket's connection moved to")
 				.isEqualTo(named);
 		}
 

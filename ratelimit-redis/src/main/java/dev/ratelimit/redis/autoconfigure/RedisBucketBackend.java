@@ -12,6 +12,7 @@ import dev.ratelimit.spring.BucketStats;
 import org.jspecify.annotations.Nullable;
 
 import org.springframework.beans.factory.DisposableBean;
+import org.springframework.context.SmartLifecycle;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 
 /**
@@ -24,9 +25,14 @@ import org.springframework.data.redis.connection.RedisConnectionFactory;
  * {@link BucketStats}, its mode switches are stored in Redis through the bucket, and it takes on the
  * mode the replies carry.
  */
-public class RedisBucketBackend implements BucketBackend, DisposableBean {
+public class RedisBucketBackend implements BucketBackend, SmartLifecycle, DisposableBean {
 
 	private final RedisBuckets buckets;
+
+	/** Just above the connection factory's: stopped (its connections closed) right before the factory stops. */
+	private final int phase;
+
+	private volatile boolean running = true;
 
 	/**
 	 * Creates the backend.
@@ -35,6 +41,8 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 	 */
 	public RedisBucketBackend(RedisConnectionFactory connectionFactory) {
 		this.buckets = new RedisBuckets(connectionFactory);
+		this.phase = (connectionFactory instanceof SmartLifecycle lifecycle && lifecycle.getPhase() < Integer.MAX_VALUE)
+				? lifecycle.getPhase() + 1 : SmartLifecycle.DEFAULT_PHASE;
 	}
 
 	@Override
@@ -76,7 +84,34 @@ public class RedisBucketBackend implements BucketBackend, DisposableBean {
 			.stats(stats);
 	}
 
-	/** Closes the buckets' connection, before the connection factory (which this bean depends on) closes its client. */
+	/** Nothing to start: the buckets open their connection when the first is made. */
+	@Override
+	public void start() {
+		this.running = true;
+	}
+
+	/**
+	 * Closes the buckets' connection before the connection factory stops (Spring Data Redis shuts its
+	 * client down then, before any bean is destroyed): closed twice, a connection logs "Connection is
+	 * already closed". The buckets are not opened again by a later {@link #start()}.
+	 */
+	@Override
+	public void stop() {
+		this.buckets.close();
+		this.running = false;
+	}
+
+	@Override
+	public boolean isRunning() {
+		return this.running;
+	}
+
+	@Override
+	public int getPhase() {
+		return this.phase;
+	}
+
+	/** Closes the buckets' connection, if {@link #stop()} did not. */
 	@Override
 	public void destroy() {
 		this.buckets.close();
