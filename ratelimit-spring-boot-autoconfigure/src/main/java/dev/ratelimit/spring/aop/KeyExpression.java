@@ -113,7 +113,11 @@ final class KeyExpression {
 		}
 	}
 
-	private static int parameterIndex(String name, Method method) {
+	/**
+	 * The index of the parameter a {@code #name} refers to: by its name (compiled with {@code -parameters}),
+	 * or {@code #a0}/{@code #p0}; {@code -1} when none.
+	 */
+	static int parameterIndex(String name, Method method) {
 		String[] names = NAMES.getParameterNames(method);
 		if (names != null) {
 			for (int i = 0; i < names.length; i++) {

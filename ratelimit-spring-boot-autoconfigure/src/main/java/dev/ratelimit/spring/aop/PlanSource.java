@@ -69,7 +69,7 @@ final class PlanSource {
 			return (resolver != null) ? new PlanSource(null, where, -1, null, resolver) : null;
 		}
 		if (trimmed.matches("#[A-Za-z_$][A-Za-z0-9_$]*")) {
-			int index = parameterIndex(trimmed.substring(1), method);
+			int index = KeyExpression.parameterIndex(trimmed.substring(1), method);
 			if (index >= 0) {
 				return new PlanSource(plan, where, index, null, null);
 			}
@@ -136,19 +136,4 @@ final class PlanSource {
 		return (value != null) ? value.toString() : null;
 	}
 
-	private static int parameterIndex(String name, Method method) {
-		String[] names = NAMES.getParameterNames(method);
-		if (names != null) {
-			for (int i = 0; i < names.length; i++) {
-				if (names[i].equals(name)) {
-					return i;
-				}
-			}
-		}
-		if (name.matches("[ap][0-9]+")) {
-			int index = Integer.parseInt(name.substring(1));
-			return (index < method.getParameterCount()) ? index : -1;
-		}
-		return -1;
-	}
 }
