@@ -10,15 +10,157 @@ import org.jspecify.annotations.Nullable;
 /**
  * Rover mode of a {@link SharedTokenBucket}: its state, the clock, the lock-free claim on the tail and the
  * arithmetic of the locked sections, shared with striped mode ({@link StripedBucket}). The invariants it
- * keeps, I1-I8, are in the design notes of {@link SharedTokenBucket}; the methods name the ones they keep.
+ * keeps, I1-I8, are in the design notes below; the methods name the ones they keep.
  * Split out of the bucket as {@code Striped64} is out of {@code LongAdder}: fields and methods are
  * package-private, so that nothing here is public API.
  */
 abstract class RoverBucket {
 
+	/*
+	 * Design notes. The code is in three classes, as LongAdder's is over Striped64: RoverBucket (the state,
+	 * the lock-free claim on the tail, the arithmetic under the lock), StripedBucket (striped mode, its notes
+	 * S1-S6, and enterLocked, the one entry of every locked section) and this one (the API, the covered claim
+	 * that tryAcquire compiles into, the waiting claims).
+	 *
+	 * State, in tokens, 64-bit counters that wrap and are compared only by difference:
+	 * - tail: tokens claimed so far, plus tokens a full bucket wasted (see I2). A claim of n moves it from
+	 *   t to t + n; the new value is the claim's ticket.
+	 * - head(now) = base + floor((now - start) * rate): tokens made available so far. It is never stored:
+	 *   (start, base, rate), the epoch, is an immutable State (but see S6) read through one volatile field,
+	 *   and every call computes the head from the clock, exactly, in 128-bit arithmetic (Rate.tokensIn). So a
+	 *   caller always knows when it takes its tokens, which is what an exact token bucket needs: without the
+	 *   time of each take it must either break the bound or under-fill after idle.
+	 * - ceil (capped release only): limit + tokens released + tokens refunded to it + tokens a full bucket
+	 *   wasted + tokens charged (see I7, I8); a ticket is covered when both the head and the ceiling reached it.
+	 * - holes (in the same State): claims given back by waiters that others queue behind, as (ticket,
+	 *   tokens); a ticket behind a hole counts its tokens as covered.
+	 * - charges (in the same State, capped release only): charges not yet in the ceiling, as (ticket,
+	 *   tokens); a ticket behind one counts its tokens as within the ceiling (I7).
+	 *
+	 * Invariants, each with the tests that check it:
+	 *
+	 * I1. At most limit tokens are available: available is min(head - tail, limit), never more (and,
+	 * capped, also at most ceil - tail). (SharedTokenBucketModelTests, against an exact reference bucket;
+	 * SharedTokenBucketTests.holdsAtMostItsLimitAfterTenIdleDaysAtOneBillionPerSecond.)
+	 *
+	 * I2. A full bucket wastes time, the fraction of the next token included. A claim that finds
+	 * head - tail >= limit first moves the tail to head - limit (the wasted tokens; capped: the ceiling moves
+	 * with it, so ceil - tail still counts the tokens not in flight), and when the head at that instant is not
+	 * a whole number of tokens, restarts the epoch there. So the next token takes a whole interval after the
+	 * take, and over any window w at most limit + rate * w tokens go out; after an idle period of limit / rate
+	 * exactly limit are available however the earlier tokens were taken or given back.
+	 * (SharedTokenBucketModelTests, SharedTokenBucketTests.aFullBucketEarnsNoPartOfTheNextTokenEither.)
+	 *
+	 * I3. Tickets are covered in order. The tail only grows except when the last claim is given back; a
+	 * claim given back with others behind it becomes a hole, whose tokens every later ticket counts as
+	 * covered at once (they move up) and no earlier one does (they gain nothing). Once the head reaches a
+	 * hole, the hole moves into the epoch's base (and, capped, into the ceiling): nothing changes for anyone,
+	 * the state is just smaller. (SharedTokenBucketModelTests, jcstress GiveUpRacingGrant.)
+	 *
+	 * I4. Nothing is lost or counted twice. A refusal claims nothing (it is decided before the claim, or the
+	 * claim is given back under the lock); giving back is exact (I3) and never lifts the bucket above its
+	 * limit (I1). (SharedTokenBucketModelTests.)
+	 *
+	 * I5. Time never goes back. Every call uses the latest clock reading seen so far (or a later replenish
+	 * argument); a clock that stands still or goes back changes nothing. (SharedTokenBucketTests
+	 * .aReplenishAheadOfTheClockIsKept, .aClockThatStandsStillOrGoesBackChangesNothing;
+	 * SharedTokenBucketModelTests, whose clock steps back.)
+	 *
+	 * I6. One writer of the structure at a time. Epoch changes (I2's restart, I3's holes, rate and limit
+	 * changes), capped mode, every claim that must wait and, in striped mode, every call but a stripe grant
+	 * (S2) go through one lock, and every locked section enters through StripedBucket.enterLocked, which
+	 * folds first. The lock-free fast path reads the clock, the tail, then the state (so the state is the
+	 * one in force at a time no earlier than the clock's), only claims tokens that are there, with one CAS on
+	 * the tail, and re-reads the state after its CAS: if the state changed meanwhile it re-checks its claim
+	 * under the lock and gives it back when it is not covered; a refusal reads the tail and the state again,
+	 * unchanged. Writers publish a new state before they move the tail, so a CAS that succeeds on an
+	 * unchanged state was decided on the state in force at that instant. (StaleStateFastClaimTests; jcstress
+	 * TwoCallersOnTheLastToken, RefundRacingReplenish.)
+	 *
+	 * I7. A refund and a charge act on the rate as if the call had taken fewer or more tokens. refund(n) (a
+	 * granted call gives tokens back: refundIf, or settle to a smaller cost) moves the epoch's base, so the
+	 * head, up by n, but never more than limit beyond the claims: the first callers in line are covered
+	 * first, the bucket never holds more than its limit (I1) and the head never runs away from the tail (no
+	 * wrap). With capped release the ceiling moves too (I8). charge(n) (settle to a larger cost) is a claim
+	 * at the end of the line that nobody waits for: a full bucket first wastes its excess (I2), so on a full
+	 * bucket it is a take; callers ahead of it keep their tickets and waits (what was covered stays covered,
+	 * and no ticket ahead of it moves); callers behind it wait for it, in order (I3). With capped release a
+	 * charge puts nothing in flight: a ticket behind it counts its tokens as within the ceiling (the state's
+	 * charges; while a claim ahead of it waits for releases it is kept apart, so that claim gains nothing,
+	 * and then moves into the ceiling, as a hole does). Neither is a call: the statistics do not change.
+	 * (SharedTokenBucketModelTests, jcstress ChargeRacingFastClaim, RefundRacingFastClaim.)
+	 *
+	 * I8. Capped: the ceiling counts what is not claimed. ceil - (tail less holes and charges) = limit - claimed,
+	 * claimed being the tokens claimed (in flight, or waiting) and neither released nor refunded. A refund gives
+	 * its tokens back to the ceiling as well as to the head (a caller that gave up never shrinks the bucket),
+	 * never more than are claimed (so in flight plus available never exceed limit); the caller then releases
+	 * only the rest: a permit's close releases what it was granted less what was refunded through it
+	 * (refund(n, Permit), CappedPermit), and a refund through a closed permit acts on the head only. A refund
+	 * without a permit waits at the end of the line (RoverBucket.ceilingCredits) until every claim ahead of it
+	 * is within the ceiling, so that none gains early. (SharedTokenBucketModelTests, whose reference keeps the
+	 * same credits; SharedTokenBucketTests.aCappedRefundGivesItsTokensBackToTheCeiling,
+	 * .aRefundInCappedModeThroughThePermitAndTheReleaseGiveTheTokensBackOnce.)
+	 *
+	 * W1. A give-back wakes only the claims behind it. A claim that waits is told when what it waits for may
+	 * have changed, so that a caller polling on a timer polls again at once (Reservation.onWake). By I3 a
+	 * claim given back as a hole moves up the claims behind it and gives nothing to those ahead; a claim
+	 * given back at the end of the line (every refusal at the claim, and a waiter that was last in line)
+	 * moves nobody, and wakes nobody. A release, a refund, a rate or limit change may move any claim, and
+	 * wakes every one. (Under overload, every refusal used to wake every waiter: with 10 asynchronous waiters
+	 * and 1,000 refusals a second the starter's one timer thread ran ~15,000 useless polls a second and fell
+	 * up to 0.7 s behind, so waiters were granted that long after their tokens were there:
+	 * SharedTokenBucketTests.aRefusalWakesNoWaiter, .aWaiterThatGivesUpWakesOnlyTheClaimsBehindIt.)
+	 *
+	 * R1. A reset forgets what is owed, and nothing leaks (contract revision 3). Under the lock, entered through
+	 * enterLocked (which folds the stripes, so striped mode too), with the fast claims held off by S4's held state:
+	 * the claims waiting for time or releases move to the end of the line, in ticket order, with new tickets; the
+	 * epoch restarts at now with base = resetTail + limit, resetTail being the tail at that instant, and no holes or
+	 * charges, so every ticket up to resetTail is covered (a covered claim keeps its tokens and costs the full bucket
+	 * nothing; a grab ticket's debt is forgotten) and the moved claims claim from the full bucket first. Capped: the
+	 * ceiling becomes resetTail + limit - what stays claimed (in flight, covered claims, grab tickets), so I8 holds
+	 * and a release after the reset never lifts the bucket above its limit. A ticket up to resetTail given back
+	 * after the reset gives nothing back to the rate (the reset forgot it; capped, its tokens leave the claims, as
+	 * a release does). So from the reset on the bucket grants at most limit + rate * w over a window w, plus what
+	 * refunds give back (as ever, I7). (SharedTokenBucketModelTests and StripedBucketModelTests, whose reference
+	 * resets alike; SharedTokenBucketTests.aResetFillsTheBucketAndWakesTheWaitersToClaimAgain,
+	 * .aReleaseAfterAResetNeverLiftsACappedBucketAboveItsLimit; SharedTokenBucketConcurrencyTests
+	 * .resetsRacingCallersNeverGrantMoreThanTheFullBucketsAndTheRate.)
+	 *
+	 * R2. Readers outside the lock see a reset whole. resets is odd while a reset rewrites the state, the ceiling
+	 * and the moved claims' tickets; a poll of a waiting claim or deficiency reads resets, then the ticket, the
+	 * ceiling and the state, then resets again, and reads under the lock when it changed (or was odd): a moved
+	 * claim is never judged by its old ticket against the new epoch, which covers it.
+	 * (SharedTokenBucketConcurrencyTests.resetsRacingCallersNeverGrantMoreThanTheFullBucketsAndTheRate.)
+	 *
+	 * Linearization points: a reset at its publication of the new state (a fast claim that took the tail before it,
+	 * with a ticket up to resetTail, took tokens of before the reset and is ordered before it; one with a later
+	 * ticket re-checks under the lock against the new state, I6); a claim at its CAS on tail (fast path: provided the state is unchanged after it,
+	 * else at the re-check under the lock); a stripe grant at its CAS on the stripe's word, at the time it
+	 * logged (the fold puts grants in the order of their times, each read within its call; S2 makes any
+	 * order valid); a fold when it has closed the last stripe; a charge likewise, at its CAS under the lock;
+	 * a give-back, a refund, a release, a rate or limit change at the write of the state, the tail or the
+	 * ceiling under the lock (a fast-path claim that raced a refund sees a new state and re-checks, I6).
+	 *
+	 * Access modes: tail and state volatile (the rovers publish the work that released tokens to the caller
+	 * that gets them); seen opaque (a racy maximum: a reader that sees an older value computes fewer tokens,
+	 * never more); ceil volatile, written under the lock after the state (a reader that reads the ceiling
+	 * first never counts a hole or a charge twice); the fields of striped mode under the lock, but for the
+	 * stripes' words (Stripes).
+	 *
+	 * Overflow: rovers are 64-bit counters compared by difference, so a ticket still held (a grab ticket, a
+	 * claim not yet taken or given up) is read exactly while the rovers travel less than 2^63 past it. Time
+	 * moves them at most 10^9 tokens per second (2^63 in 292 years); without time, only a give-up folded into
+	 * the base or a charge followed by a refund moves them, by at most one claim each, and claims are at most
+	 * 2^50 tokens (MAX_COST, as on Redis), so it takes 2^13 give-ups of the largest claim while one ticket is
+	 * held. (With claims up to 2^62, as before, two were enough:
+	 * SharedTokenBucketTests.aCoveredTicketStaysCoveredAfterGiveUpsOfTheLargestClaimBehindIt, found by the
+	 * model test.) Rate computes heads and waits in 128 bits and saturates waits, so rates from one per
+	 * century to 10^9 per second and a century of uptime are exact.
+	 */
+
 	/**
 	 * The largest claim, 2^50 tokens: rovers compared by difference stay exact while a held ticket is
-	 * less than 2^63 behind them (SharedTokenBucket's design notes), which takes 2^13 give-ups of the largest claim.
+	 * less than 2^63 behind them (the design notes), which takes 2^13 give-ups of the largest claim.
 	 */
 	static final long MAX_COST = 1L << 50;
 
@@ -659,6 +801,25 @@ abstract class RoverBucket {
 			next[at + 1] = n;
 			System.arraycopy(holes, at, next, at + 2, holes.length - at);
 			return withBase(this.base, next);
+		}
+	}
+
+	/** Tokens given back or charged: {@code 0..MAX_COST}. */
+	static long checkedAmount(long n) {
+		checkNonNegative(n);
+		checkAtMostMaxCost(n);
+		return n;
+	}
+
+	static void checkAtMostMaxCost(long n) {
+		if (n > MAX_COST) {
+			throw new InvalidArgumentException("n", n, 0L, MAX_COST, "n must be at most 2^50 (" + MAX_COST + "), was " + n);
+		}
+	}
+
+	static void checkNonNegative(long n) {
+		if (n < 0) {
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0, was " + n);
 		}
 	}
 }
