@@ -52,7 +52,7 @@ public final class RedisBuckets implements AutoCloseable {
 	 *        {@link RedisTokenBucket#onModeChange}, {@link RedisTokenBucket#switchMode})
 	 * @return the bucket
 	 */
-	public RedisTokenBucket build(RedisTokenBucket.Builder builder, @Nullable String key,
+	public RedisTokenBucket build(RedisTokenBucketBuilder builder, @Nullable String key,
 			Consumer<RedisTokenBucket> first) {
 		builder.connection(connection());
 		if (key != null) {

@@ -30,14 +30,12 @@ import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.core.SharedTokenBucket;
 import dev.ratelimit.core.StatsRecorder;
-import dev.ratelimit.core.TokenBucketBuilder;
 import dev.ratelimit.redis.BucketScript.Mode;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.redis.FailureDetector.Call;
 import org.jspecify.annotations.Nullable;
 
-import org.springframework.data.redis.connection.RedisConnectionFactory;
 
 /**
  * A rover bucket shared by every instance of an application, on Redis.
@@ -214,7 +212,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** The last reset this instance acted on, microseconds of Redis's clock (guarded by {@code this}). */
 	private long resetSeen;
 
-	private RedisTokenBucket(Builder builder, String name, ScriptConnection connection) {
+	RedisTokenBucket(RedisTokenBucketBuilder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
 			throw new InvalidArgumentException("timeout", builder.timeout, Duration.ofNanos(1), null,
 					"timeout of Redis bucket '" + name
@@ -287,8 +285,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	 *
 	 * @return a new builder
 	 */
-	public static Builder builder() {
-		return new Builder();
+	public static RedisTokenBucketBuilder builder() {
+		return new RedisTokenBucketBuilder();
 	}
 
 	@Override
@@ -846,158 +844,5 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public String toString() {
 		return "RedisTokenBucket '" + this.name + "' [" + this.key + ", " + state() + "]";
-	}
-
-	/**
-	 * Builds a {@link RedisTokenBucket}. The name and the connection factory are required; the limit
-	 * defaults to one period's tokens, as for a local bucket.
-	 */
-	public static final class Builder extends TokenBucketBuilder<Builder> {
-
-		private @Nullable RedisConnectionFactory connectionFactory;
-
-		private @Nullable ScriptConnection connection;
-
-		private String keyPrefix = "ratelimit:";
-
-		private Duration timeout = Duration.ofMillis(100);
-
-		private OnFailure onFailure = OnFailure.LOCAL;
-
-		private Duration lease = Duration.ofMinutes(1);
-
-		private @Nullable String perKey;
-
-		private @Nullable TemplateTune tune;
-
-		private Builder() {
-		}
-
-		/**
-		 * Capped release: how long a call's tokens are held at most; tokens not released within it (the
-		 * instance died, the release was lost) come back, and a release after that changes nothing.
-		 * Default 1 minute: longer than any guarded call should take.
-		 *
-		 * @param lease at least 1 ms
-		 * @return this builder
-		 */
-		public Builder lease(Duration lease) {
-			this.lease = lease;
-			return this;
-		}
-
-		/**
-		 * The Redis connection factory; the bucket opens one asynchronous connection on its Lettuce client.
-		 *
-		 * @param connectionFactory the application's Lettuce connection factory
-		 * @return this builder
-		 */
-		public Builder connectionFactory(RedisConnectionFactory connectionFactory) {
-			this.connectionFactory = connectionFactory;
-			return this;
-		}
-
-		/**
-		 * Makes the bucket of one key of the named bucket (contract revision 2): its hash is
-		 * {@code <key-prefix>{<bucket>:<key>}}; an empty key makes the overflow bucket shared by keys
-		 * without room, {@code <key-prefix>{<bucket>}:overflow}.
-		 */
-		Builder perKey(String key) {
-			this.perKey = key;
-			return this;
-		}
-
-		/**
-		 * The settings of the template shared by its buckets on this instance (its own, its overflow
-		 * bucket's and its keys'); without it the bucket has settings of its own, from this builder.
-		 */
-		Builder tune(TemplateTune tune) {
-			this.tune = tune;
-			return this;
-		}
-
-		/** The connection shared by the buckets of one backend. */
-		Builder connection(ScriptConnection connection) {
-			this.connection = connection;
-			return this;
-		}
-
-		/**
-		 * The prefix of the bucket's key; default {@code ratelimit:}.
-		 *
-		 * @param keyPrefix the prefix
-		 * @return this builder
-		 */
-		public Builder keyPrefix(String keyPrefix) {
-			this.keyPrefix = keyPrefix;
-			return this;
-		}
-
-		/**
-		 * The longest a call waits for Redis, connecting included; default 100 ms.
-		 *
-		 * @param timeout a positive duration
-		 * @return this builder
-		 */
-		public Builder timeout(Duration timeout) {
-			this.timeout = timeout;
-			return this;
-		}
-
-		/**
-		 * What a call does when Redis does not answer; default {@link OnFailure#LOCAL}.
-		 *
-		 * @param onFailure the policy
-		 * @return this builder
-		 */
-		public Builder onFailure(OnFailure onFailure) {
-			this.onFailure = onFailure;
-			return this;
-		}
-
-		/**
-		 * Builds the bucket, opening its connection when it was given a connection factory.
-		 *
-		 * @return the bucket
-		 * @throws IllegalArgumentException naming the argument that is missing or out of range
-		 */
-		public RedisTokenBucket build() {
-			String name = limiterName();
-			if (name == null || name.isEmpty()) {
-				throw new IllegalArgumentException("name must not be empty: it names the bucket's key");
-			}
-			ScriptConnection shared = this.connection;
-			if (shared == null) {
-				if (this.connectionFactory == null) {
-					throw new IllegalArgumentException("connectionFactory of Redis bucket '" + name + "' must be set");
-				}
-				shared = ScriptConnection.of(this.connectionFactory);
-			}
-			return new RedisTokenBucket(this, name, shared);
-		}
-
-		private Rate rate() {
-			return limiterRate();
-		}
-
-		private long limit(Rate rate) {
-			return checkedLimit(rate);
-		}
-
-		private boolean capped() {
-			return isCappedRelease();
-		}
-
-		private LongSupplier clock() {
-			return limiterClock();
-		}
-
-		@Nullable String bucketName() {
-			return limiterName();
-		}
-
-		private StatsRecorder bucketStats() {
-			return limiterStats();
-		}
 	}
 }

@@ -63,7 +63,7 @@ final class FakeScriptRedis {
 	 * The bucket of key {@code alice} of template {@code t} (10 per second, limit 3, a timeout of an hour:
 	 * only the tests answer), sharing {@code tune}, on {@code connection}.
 	 */
-	static RedisTokenBucket.Builder aliceOf(TemplateTune tune, ScriptConnection connection) {
+	static RedisTokenBucketBuilder aliceOf(TemplateTune tune, ScriptConnection connection) {
 		return RedisTokenBucket.builder()
 			.name("t")
 			.rate(10, Duration.ofSeconds(1))

@@ -187,7 +187,7 @@ class RedisErrorReplyTests {
 		}
 	}
 
-	private static RedisTokenBucket.Builder keyed() {
+	private static RedisTokenBucketBuilder keyed() {
 		return RedisTokenBucket.builder().name("full").rate(1, Duration.ofHours(1)).limit(1000)
 			.timeout(Duration.ofMillis(500)).onFailure(RedisTokenBucket.OnFailure.DENY);
 	}

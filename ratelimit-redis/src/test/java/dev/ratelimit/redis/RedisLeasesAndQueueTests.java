@@ -25,12 +25,12 @@ class RedisLeasesAndQueueTests {
 	static final EmbeddedRedis redis = new EmbeddedRedis();
 
 
-	private static RedisTokenBucket.Builder instance(String name) {
+	private static RedisTokenBucketBuilder instance(String name) {
 		LettuceConnectionFactory factory = redis.connectionFactory();
 		return RedisTokenBucket.builder().name(name).connectionFactory(factory).timeout(Duration.ofSeconds(1));
 	}
 
-	private static RedisTokenBucket.Builder capped(String name, long limit) {
+	private static RedisTokenBucketBuilder capped(String name, long limit) {
 		return instance(name).rate(1_000_000, Duration.ofSeconds(1)).limit(limit).cappedRelease(true);
 	}
 

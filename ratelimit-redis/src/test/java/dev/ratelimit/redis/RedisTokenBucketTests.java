@@ -31,7 +31,7 @@ class RedisTokenBucketTests {
 		return redis.connectionFactory();
 	}
 
-	private static RedisTokenBucket.Builder bucket(String name, long perSecond, long limit) {
+	private static RedisTokenBucketBuilder bucket(String name, long perSecond, long limit) {
 		return RedisTokenBucket.builder().name(name).connectionFactory(client()).rate(perSecond, Duration.ofSeconds(1))
 			.limit(limit).stats(StatsRecorder.concurrent());
 	}

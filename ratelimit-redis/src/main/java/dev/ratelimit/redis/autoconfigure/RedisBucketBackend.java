@@ -4,6 +4,7 @@ import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.redis.RedisBuckets;
 import dev.ratelimit.redis.RedisTokenBucket;
+import dev.ratelimit.redis.RedisTokenBucketBuilder;
 import dev.ratelimit.spring.Backend;
 import dev.ratelimit.spring.BucketBackend;
 import dev.ratelimit.spring.BucketDefinition;
@@ -69,7 +70,7 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 		}
 	}
 
-	private static RedisTokenBucket.Builder builder(BucketDefinition bucket, StatsRecorder stats) {
+	private static RedisTokenBucketBuilder builder(BucketDefinition bucket, StatsRecorder stats) {
 		// hybrid buckets are local only (the configuration says so): a Redis bucket is a shared one
 		BucketDefinition.Shared definition = (BucketDefinition.Shared) bucket;
 		return RedisTokenBucket.builder()
