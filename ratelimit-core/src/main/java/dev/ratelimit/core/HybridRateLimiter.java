@@ -373,7 +373,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void refund(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -403,7 +403,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void charge(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -854,23 +854,8 @@ public final class HybridRateLimiter implements RateLimiter {
 		}
 	}
 
-	/** A refund's or a charge's operations: any {@code n >= 0}. */
-	private static long checkedAmount(long n) {
-		if (n < 0) {
-			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
-		}
-		return n;
-	}
-
 	private void checkOperations(long n) {
-		if (n < 0) {
-			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
-		}
-		if (n > SharedTokenBucket.MAX_COST) {
-			throw new InvalidArgumentException("n", n, 0L, SharedTokenBucket.MAX_COST,
-					"n must be at most 2^50 (" + SharedTokenBucket.MAX_COST
-					+ ") operations, was " + n);
-		}
+		Amounts.checked(n);
 		long max = this.settings.maxOperations();
 		if (n > max) {
 			throw new InvalidArgumentException("n", n, 0L, max, "n must be at most " + max + " operations (what the active and"
