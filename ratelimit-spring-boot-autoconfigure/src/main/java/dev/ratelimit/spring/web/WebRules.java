@@ -40,7 +40,7 @@ import org.springframework.web.util.pattern.PathPattern;
  * over {@code #request} (the framework's request). A request without the header, anonymous under
  * {@code principal}, or whose expression gives {@code null}, shares the key {@code ""}.
  */
-public final class WebRules {
+final class WebRules {
 
 	private static final SpelExpressionParser PARSER = new SpelExpressionParser();
 
