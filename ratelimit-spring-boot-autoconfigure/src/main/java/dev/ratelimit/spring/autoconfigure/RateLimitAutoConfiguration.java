@@ -4,25 +4,18 @@ import java.util.List;
 import java.util.concurrent.Executor;
 
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.core.StatsRecorder;
-import dev.ratelimit.spring.WaitObserver;
-import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
-import dev.ratelimit.spring.actuate.ObservationWaitObserver;
-import dev.ratelimit.spring.actuate.RateLimitObservationConvention;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.engine.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
 import dev.ratelimit.spring.engine.GrantObserver;
 import dev.ratelimit.spring.BucketDefinitions;
 import dev.ratelimit.spring.web.RateLimitWebConfiguration;
-import dev.ratelimit.spring.BucketStatsFactory;
+import dev.ratelimit.spring.actuate.RateLimitObservabilityConfiguration;
 import dev.ratelimit.spring.DefaultRateLimiterRegistry;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RateLimitBucketRegistrar;
-import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.observation.ObservationRegistry;
 
 import org.springframework.beans.factory.BeanNotOfRequiredTypeException;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -31,12 +24,9 @@ import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingClass;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
@@ -57,60 +47,12 @@ import org.springframework.core.env.Environment;
 @AutoConfiguration
 @ConditionalOnBooleanProperty(name = "ratelimit.enabled", matchIfMissing = true)
 @EnableConfigurationProperties(RateLimitProperties.class)
-@Import(RateLimitWebConfiguration.class)
+@Import({ RateLimitObservabilityConfiguration.class, RateLimitWebConfiguration.class })
 public final class RateLimitAutoConfiguration {
 
 	@Bean
 	static RateLimitBucketRegistrar rateLimitBucketRegistrar() {
 		return new RateLimitBucketRegistrar(List.of(RateLimitWebConfiguration::ruleErrors));
-	}
-
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnMissingClass("io.micrometer.core.instrument.MeterRegistry")
-	static class CountingStatsConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		BucketStatsFactory rateLimitBucketStatsFactory() {
-			return (bucket) -> StatsRecorder.concurrent();
-		}
-	}
-
-	/**
-	 * With Micrometer on the class path, buckets also time their waits on the application's registry
-	 * (looked up when a bucket is made, after every registry exists; without one, they only count).
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
-	static class MicrometerStatsConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		BucketStatsFactory rateLimitBucketStatsFactory(ObjectProvider<MeterRegistry> meters) {
-			MicrometerBucketStatsFactory timed = new MicrometerBucketStatsFactory(meters::getObject);
-			return (bucket) -> (meters.getIfAvailable() != null) ? timed.create(bucket) : StatsRecorder.concurrent();
-		}
-	}
-
-	/**
-	 * With Micrometer's observation API on the class path and an {@code ObservationRegistry} that records,
-	 * calls that wait or are refused make a {@code ratelimit.acquire} observation; without one, buckets
-	 * observe nothing and pay nothing.
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnClass(name = "io.micrometer.observation.ObservationRegistry")
-	static class ObservationConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		WaitObserver rateLimitWaitObserver(ObjectProvider<ObservationRegistry> registry,
-				ObjectProvider<RateLimitObservationConvention> convention) {
-			ObservationRegistry observations = registry.getIfAvailable();
-			if (observations == null || observations.isNoop()) {
-				return WaitObserver.NONE;
-			}
-			return new ObservationWaitObserver(observations, convention.getIfAvailable());
-		}
 	}
 
 	@Bean
