@@ -198,8 +198,7 @@ public final class CalendarQuota implements RateLimiter {
 	@Override
 	public boolean tryAcquire(long n) {
 		checkCost(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		long second = nowSecond();
@@ -228,11 +227,7 @@ public final class CalendarQuota implements RateLimiter {
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " tokens" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "tokens", this.name)) {
 			return Permit.noop();
 		}
 		Claim claim = claim(n, maxWait);
@@ -637,9 +632,7 @@ public final class CalendarQuota implements RateLimiter {
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	private void checkCost(long n) {

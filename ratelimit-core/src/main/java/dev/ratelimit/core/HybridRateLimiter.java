@@ -255,8 +255,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	@Override
 	public boolean tryAcquire(long n) {
 		checkOperations(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		boolean granted;
@@ -285,11 +284,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
 		checkOperations(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " operations" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "operations", this.name)) {
 			return Permit.noop();
 		}
 		Claim claim = claim(n, maxWait);
@@ -837,9 +832,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	/**
@@ -847,11 +840,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * credits later tickets; the claims ahead are covered by the head, which does not move).
 	 */
 	private void wakeBehind(long ticket) {
-		for (Claim claim : this.sleepers) {
-			if (claim.ticket - ticket > 0) {
-				claim.wakeUp();
-			}
-		}
+		Sleepers.wakeBehind(this.sleepers, ticket, (claim) -> claim.ticket);
 	}
 
 	private void checkOperations(long n) {

@@ -494,8 +494,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	@Override
 	public boolean tryAcquire(long n) {
 		checkCost(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		if (!claimCovered(n)) {
@@ -510,11 +509,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " tokens" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "tokens", this.name)) {
 			return Permit.noop();
 		}
 		long now = now();
@@ -731,18 +726,12 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	/** W1: a claim given back as a hole at {@code ticket} moves up the claims behind it, and only them. */
 	private void wakeBehind(long ticket) {
-		for (Claim claim : this.sleepers) {
-			if (claim.ticket - ticket > 0) {
-				claim.wakeUp();
-			}
-		}
+		Sleepers.wakeBehind(this.sleepers, ticket, (claim) -> claim.ticket);
 	}
 
 	private Permit permitFor(long n) {

@@ -3,7 +3,6 @@ package dev.ratelimit.spring.web;
 import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -457,13 +456,7 @@ final class WebRules {
 	}
 
 	private Matched make(long mask) {
-		List<Compiled> chosen = new ArrayList<>();
-		for (int i = 0; i < this.rules.length; i++) {
-			if ((mask & (1L << i)) != 0) {
-				chosen.add(this.rules[i]);
-			}
-		}
-		chosen.sort(Comparator.comparing((Compiled rule) -> rule.bucket).thenComparingInt((rule) -> rule.index));
+		List<Compiled> chosen = RuleSyntax.chosen(this.rules, mask, (rule) -> rule.bucket, (rule) -> rule.index);
 		RateLimiterRegistry buckets = this.registry.get();
 		List<RegisteredBucket> registered = new ArrayList<>();
 		long[] costs = new long[chosen.size()];
