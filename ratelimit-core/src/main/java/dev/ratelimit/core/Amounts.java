@@ -56,6 +56,17 @@ final class Amounts {
 		return false;
 	}
 
+	/** Counts a call that did not wait as granted or refused, and says which. */
+	static boolean counted(boolean granted, StatsRecorder stats) {
+		if (granted) {
+			stats.recordGranted(0);
+		}
+		else {
+			stats.recordRejected();
+		}
+		return granted;
+	}
+
 	/** {@code n <= 2^50}, the largest claim (contract revision 3). */
 	static void atMostMaxCost(long n) {
 		if (n > SharedTokenBucket.MAX_COST) {

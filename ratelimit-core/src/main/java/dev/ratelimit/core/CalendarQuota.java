@@ -214,13 +214,7 @@ public final class CalendarQuota implements RateLimiter {
 		finally {
 			this.lock.unlock();
 		}
-		if (granted) {
-			this.stats.recordGranted(0);
-		}
-		else {
-			this.stats.recordRejected();
-		}
-		return granted;
+		return Amounts.counted(granted, this.stats);
 	}
 
 	@Override
