@@ -270,8 +270,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	/**
-	 * A calendar quota ({@code type: quota}), local. Its allowance is its limit per calendar period; it
-	 * has no rate.
+	 * A calendar quota ({@code type: quota}), in this JVM or on Redis. Its allowance is its limit per
+	 * calendar period; it has no rate.
 	 *
 	 * @param name the bucket name
 	 * @param limit the tokens per calendar period
@@ -279,14 +279,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param zone the calendar's time zone
 	 * @param maxWait the longest a caller waits (for the next boundary)
 	 * @param keysMax the most keys with a bucket of their own
+	 * @param backend where the count lives
+	 * @param redis the Redis settings (used only by the redis backend)
 	 */
-	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax)
-			implements BucketDefinition {
-
-		@Override
-		public Backend backend() {
-			return Backend.LOCAL;
-		}
+	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax,
+			Backend backend, RateLimitProperties.Redis redis) implements BucketDefinition {
 
 		/**
 		 * The limit: tokens per calendar period (the view's {@code rate}).
@@ -332,7 +329,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 								+ ", change the limit instead");
 			}
 			long l = (newLimit != null) ? checkedQuotaLimit(this.name, newLimit) : this.limit;
-			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax);
+			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax, this.backend, this.redis);
 		}
 	}
 
@@ -362,10 +359,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		refuseOnQuota(name, at + "capped-release", bucket.getCappedRelease() != null);
 		refuseOnQuota(name, at + "burst-ratio", bucket.getBurstRatio() != null);
 		refuseOnQuota(name, at + "max-backlog", bucket.getMaxBacklog() != null);
-		if (backend != Backend.LOCAL) {
-			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
-					"local: a quota runs in this JVM (a quota on redis is not available yet)");
-		}
 		if (bucket.getLimit() == null) {
 			throw RateLimitConfigurationException.missingProperty(name, at + "limit",
 					"the tokens of each calendar period, a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
@@ -380,7 +373,9 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"a duration >= 0, e.g. 0, 100ms or 2s");
 		}
 		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
-		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at));
+		RateLimitProperties.Redis redis = bucket.getRedis();
+		checkRedis(name, redis, at);
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at), backend, redis);
 	}
 
 	private static void refuseOnQuota(String name, String property, boolean set) {

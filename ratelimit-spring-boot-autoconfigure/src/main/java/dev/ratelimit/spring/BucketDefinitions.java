@@ -100,8 +100,9 @@ public final class BucketDefinitions {
 
 	/**
 	 * Checks and resolves a bucket's plans (contract revision 3, "Plans"), every plan's error gathered.
-	 * Plans of a bucket on Redis are refused: a Redis key's bucket keeps its settings with the bucket, for
-	 * every instance, and has no place for a plan's yet.
+	 * Plans of a quota on Redis are accepted (each key's quota is given its plan's limit with every call);
+	 * plans of a token bucket on Redis are refused: a Redis key's bucket takes its settings from the
+	 * bucket's one record, shared by every instance, which has no place for a plan's yet.
 	 */
 	private static Map<String, BucketDefinition> plans(String name, RateLimitProperties.Bucket bucket,
 			BucketDefinition template, List<RateLimitConfigurationException> errors) {
@@ -109,10 +110,10 @@ public final class BucketDefinitions {
 		if (bucket.getPlans().isEmpty()) {
 			return byPlan;
 		}
-		if (template.backend() != Backend.LOCAL) {
+		if (template.backend() != Backend.LOCAL && !(template instanceof BucketDefinition.Quota)) {
 			errors.add(new RateLimitConfigurationException("Bucket '" + name + "' has plans ("
 					+ String.join(", ", bucket.getPlans().keySet()) + ") and backend " + template.backend().value()
-					+ ": plans are not available yet on Redis.",
+					+ ": plans are not available yet on Redis for a token bucket (a quota on Redis takes plans).",
 					"Remove ratelimit.buckets." + name + ".plans, or set ratelimit.buckets." + name
 							+ ".backend to local (a bucket in this JVM)."));
 			return byPlan;
