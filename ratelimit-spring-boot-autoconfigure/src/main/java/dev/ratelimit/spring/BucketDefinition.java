@@ -175,6 +175,16 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * plan's {@code limit} left unset is the bucket's when the bucket sets one, else one period of the
 	 * plan's rate. Errors name the plan's property ({@code ratelimit.buckets.api.plans.pro.rate}).
 	 *
+	 * <p>A plan takes every bucket property but {@code type}, {@code backend}, {@code keys}, {@code plans}
+	 * and {@code initial}. When a key's plan changes, its bucket takes the new plan's rate, period, limit,
+	 * max-wait and burst ratio at once, keeping its tokens; the properties that make the kind of bucket a
+	 * key has ({@code capped-release}, {@code max-backlog}, {@code calendar}, {@code zone},
+	 * {@code redis.*}) are those of the plan the key's bucket was made on, until it is made again (a key
+	 * new to the bucket, or whose bucket was dropped as full and idle): a bucket cannot turn capped release
+	 * on with tokens in flight, nor a quota move its count to another calendar. A plan's {@code mode:
+	 * shadow} puts the calls of the keys on it in shadow mode at once (the plan's mode is not stored with
+	 * the bucket); {@code enforce} leaves the bucket's mode.
+	 *
 	 * @param name the bucket name
 	 * @param bucket the bucket's bound properties (the template)
 	 * @param plan the plan's name
@@ -196,18 +206,24 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			merged.setPeriod(bucket.getPeriod());
 		}
 		merged.setLimit((settings.getLimit() != null) ? settings.getLimit() : bucket.getLimit());
-		merged.setCappedRelease(bucket.getCappedRelease());
-		merged.setMaxWait((settings.getMaxWait() != null) ? settings.getMaxWait() : bucket.getMaxWait());
-		merged.setBurstRatio((settings.getBurstRatio() != null) ? settings.getBurstRatio() : bucket.getBurstRatio());
-		merged.setMaxBacklog(bucket.getMaxBacklog());
-		merged.setCalendar(bucket.getCalendar());
-		merged.setZone(bucket.getZone());
+		merged.setCappedRelease(or(settings.getCappedRelease(), bucket.getCappedRelease()));
+		merged.setMaxWait(or(settings.getMaxWait(), bucket.getMaxWait()));
+		merged.setBurstRatio(or(settings.getBurstRatio(), bucket.getBurstRatio()));
+		merged.setMaxBacklog(or(settings.getMaxBacklog(), bucket.getMaxBacklog()));
+		merged.setCalendar(or(settings.getCalendar(), bucket.getCalendar()));
+		merged.setZone(or(settings.getZone(), bucket.getZone()));
 		merged.getKeys().setMax(bucket.getKeys().getMax());
-		merged.getRedis().setKeyPrefix(bucket.getRedis().getKeyPrefix());
-		merged.getRedis().setTimeout(bucket.getRedis().getTimeout());
-		merged.getRedis().setOnFailure(bucket.getRedis().getOnFailure());
-		merged.getRedis().setLease(bucket.getRedis().getLease());
+		RateLimitProperties.PlanRedis redis = settings.getRedis();
+		merged.getRedis().setKeyPrefix(or(redis.getKeyPrefix(), bucket.getRedis().getKeyPrefix()));
+		merged.getRedis().setTimeout(or(redis.getTimeout(), bucket.getRedis().getTimeout()));
+		merged.getRedis().setOnFailure(or(redis.getOnFailure(), bucket.getRedis().getOnFailure()));
+		merged.getRedis().setLease(or(redis.getLease(), bucket.getRedis().getLease()));
 		return of(name, merged, "plans." + plan + ".");
+	}
+
+	/** A plan's setting, or the bucket's where the plan sets none. */
+	private static <T> @Nullable T or(@Nullable T plan, @Nullable T bucket) {
+		return (plan != null) ? plan : bucket;
 	}
 
 	/**

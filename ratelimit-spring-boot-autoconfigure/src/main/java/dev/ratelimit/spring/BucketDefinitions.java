@@ -21,6 +21,9 @@ public final class BucketDefinitions {
 
 	private final boolean allShadow;
 
+	/** Each bucket's plans in shadow mode ({@code plans.<plan>.mode: shadow}); only buckets with some. */
+	private final Map<String, Set<String>> shadowPlans = new LinkedHashMap<>();
+
 	BucketDefinitions(Map<String, BucketDefinition> definitions) {
 		this(definitions, Map.of(), false);
 	}
@@ -95,7 +98,20 @@ public final class BucketDefinitions {
 				plans.put(name, byPlan);
 			}
 		});
-		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW, plans);
+		BucketDefinitions checked = new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW,
+				plans);
+		plans.forEach((name, byPlan) -> {
+			Set<String> shadow = new java.util.LinkedHashSet<>();
+			properties.getBuckets().get(name).getPlans().forEach((plan, settings) -> {
+				if (settings != null && settings.getMode() == BucketMode.SHADOW && byPlan.containsKey(plan)) {
+					shadow.add(plan);
+				}
+			});
+			if (!shadow.isEmpty()) {
+				checked.shadowPlans.put(name, Collections.unmodifiableSet(shadow));
+			}
+		});
+		return checked;
 	}
 
 	/**
@@ -150,6 +166,16 @@ public final class BucketDefinitions {
 	 */
 	public Map<String, BucketDefinition> plans(String name) {
 		return this.plans.getOrDefault(name, Map.of());
+	}
+
+	/**
+	 * A bucket's plans whose keys' calls are in shadow mode ({@code plans.<plan>.mode: shadow}).
+	 *
+	 * @param name the bucket name
+	 * @return the plans' names; empty for none
+	 */
+	public Set<String> shadowPlans(String name) {
+		return this.shadowPlans.getOrDefault(name, Set.of());
 	}
 
 	/**
