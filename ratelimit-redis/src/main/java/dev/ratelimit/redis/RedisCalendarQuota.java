@@ -26,6 +26,7 @@ import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.BackendHealth;
 import dev.ratelimit.core.BackendUnavailableException;
 import dev.ratelimit.core.CalendarQuota;
+import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.QuotaCalendar;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -136,10 +137,7 @@ public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 		this.name = Objects.requireNonNull(builder.name, "name");
 		this.connection = Objects.requireNonNull(builder.connection, "connection");
 		this.calendar = Objects.requireNonNull(builder.calendar, "calendar");
-		if (builder.limit < 1 || builder.limit > CalendarQuota.MAX_LIMIT) {
-			throw new IllegalArgumentException("limit must be 1.." + CalendarQuota.MAX_LIMIT + ", was " + builder.limit);
-		}
-		this.limit = builder.limit;
+		this.limit = checkedLimit(builder.limit);
 		this.wallClock = builder.wallClock;
 		this.clock = builder.clock;
 		this.timeoutNanos = builder.timeout.toNanos();
@@ -318,10 +316,7 @@ public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 	 */
 	@Override
 	public void updateLimit(long limit) {
-		if (limit < 1 || limit > CalendarQuota.MAX_LIMIT) {
-			throw new IllegalArgumentException("limit must be 1.." + CalendarQuota.MAX_LIMIT + ", was " + limit);
-		}
-		this.limit = limit;
+		this.limit = checkedLimit(limit);
 		CalendarQuota fallback = this.local;
 		if (fallback != null) {
 			fallback.updateLimit(limit);
@@ -465,21 +460,27 @@ public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 	}
 
 	private void checkCost(long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 tokens, was " + n);
-		}
+		checkedAmount(n);
 		long max = this.limit;
 		if (n > max) {
-			throw new IllegalArgumentException("n must be at most " + max + " tokens (the limit of '" + this.name
-					+ "' per " + this.calendar.unit() + ": more can never be granted in one period), was " + n);
+			throw new InvalidArgumentException("n", n, 0L, max, "n must be at most " + max + " tokens (the limit of '"
+					+ this.name + "' per " + this.calendar.unit() + ": more can never be granted in one period), was " + n);
 		}
 	}
 
 	private static long checkedAmount(long n) {
 		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 tokens, was " + n);
+			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 tokens, was " + n);
 		}
 		return n;
+	}
+
+	private static long checkedLimit(long limit) {
+		if (limit < 1 || limit > CalendarQuota.MAX_LIMIT) {
+			throw new InvalidArgumentException("limit", limit, 1L, CalendarQuota.MAX_LIMIT,
+					"limit must be between 1 and " + CalendarQuota.MAX_LIMIT + " tokens, was " + limit);
+		}
+		return limit;
 	}
 
 	private static long code(List<Object> reply) {
