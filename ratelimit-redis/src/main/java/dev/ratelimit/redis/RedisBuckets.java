@@ -76,6 +76,18 @@ public final class RedisBuckets implements AutoCloseable {
 		}
 	}
 
+	/**
+	 * Builds a calendar quota on the shared connection (its settings are its own: a quota has no retune
+	 * record).
+	 *
+	 * @param builder the quota's settings (the connection is set here)
+	 * @param key {@code null} for the bucket itself, the empty string for its overflow bucket, else the key
+	 * @return the quota
+	 */
+	public RedisCalendarQuota buildQuota(RedisCalendarQuota.Builder builder, @Nullable String key) {
+		return builder.connection(connection()).perKey(key).build();
+	}
+
 	/** One connection for every bucket, opened with the first (in the background: nothing waits for it). */
 	private synchronized ScriptConnection connection() {
 		ScriptConnection open = this.connection;

@@ -5,9 +5,12 @@ import java.util.concurrent.locks.LockSupport;
 
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.PlannedKey;
+import dev.ratelimit.spring.RateLimitPlanResolver;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.engine.Limit;
 import dev.ratelimit.spring.engine.Limits;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpRequest;
@@ -39,6 +42,13 @@ final class ClientLimits {
 
 	private final ClientRules owner;
 
+	/**
+	 * Each keyed rule's plan resolver, when its bucket has plans and the application defines one (contract
+	 * revision 3, "Plans": an outbound rule has no plan of its own; the resolver is the source); else
+	 * {@code null}, and {@code null} altogether when no rule has one.
+	 */
+	private final @Nullable RateLimitPlanResolver @Nullable [] resolvers;
+
 	ClientLimits(ClientRules.Compiled[] rules, RegisteredBucket[] buckets, ClientRules.Gates[] gates,
 			ClientRules owner) {
 		this.rules = rules;
@@ -51,6 +61,13 @@ final class ClientLimits {
 			this.maxWaits[i] = ServerAnswers.saturatedNanos(buckets[i].maxWait());
 		}
 		this.limits = Limits.of(limits);
+		RateLimitPlanResolver[] found = new RateLimitPlanResolver[buckets.length];
+		boolean any = false;
+		for (int i = 0; i < found.length; i++) {
+			found[i] = rules[i].keyed() ? buckets[i].planResolver() : null;
+			any |= found[i] != null;
+		}
+		this.resolvers = any ? found : null;
 		this.gates = gates;
 		this.buckets = buckets;
 		this.owner = owner;
@@ -60,7 +77,10 @@ final class ClientLimits {
 		return this.owner.now();
 	}
 
-	/** A call: its keys (a key expression that fails, fails the call before anything is claimed). */
+	/**
+	 * A call: its keys (a key expression that fails, fails the call before anything is claimed), each with
+	 * its plan from the resolver for a bucket with plans; the servers' word is kept per key, whatever its plan.
+	 */
 	OutboundCall call(HttpRequest request) {
 		Object[] keys = new Object[this.rules.length];
 		ServerGate[] gates = new ServerGate[this.rules.length];
@@ -68,8 +88,24 @@ final class ClientLimits {
 		for (int i = 0; i < keys.length; i++) {
 			keys[i] = this.rules[i].key(request);
 			gates[i] = this.gates[i].of(keys[i], now);
+			RateLimitPlanResolver resolver = (this.resolvers != null) ? this.resolvers[i] : null;
+			if (resolver != null && keys[i] != null) {
+				keys[i] = planned(i, resolver, keys[i]);
+			}
 		}
 		return new OutboundCall(this, keys, gates);
+	}
+
+	private Object planned(int i, RateLimitPlanResolver resolver, Object key) {
+		String bucket = this.rules[i].bucket;
+		try {
+			return PlannedKey.of(key, resolver.plan(bucket, key));
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("The plan of bucket '" + bucket + "' failed for this call"
+					+ " (ratelimit.clients.rules[" + this.rules[i].index + "]): the RateLimitPlanResolver ("
+					+ resolver.getClass().getName() + ") threw " + ex, ex);
+		}
 	}
 
 	/**
