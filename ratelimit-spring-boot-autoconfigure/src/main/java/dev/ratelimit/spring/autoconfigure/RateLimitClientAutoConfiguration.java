@@ -14,6 +14,7 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -48,6 +49,12 @@ public final class RateLimitClientAutoConfiguration {
 		return ClientRules.of(properties.getClients(), definitions, registry::getObject, nanos::nanoTime,
 				wall.getIfAvailable(InstantSource::system), throttled.getIfAvailable(() -> (bucket, status) -> {
 				}), shared.getIfAvailable());
+	}
+
+	/** The buckets' views bound to the servers' word before the first call ({@link ClientRules#bindViews()}). */
+	@Bean
+	static SmartInitializingSingleton rateLimitClientViews(ObjectProvider<ClientRules> rules) {
+		return () -> rules.ifAvailable(ClientRules::bindViews);
 	}
 
 	/** {@code ratelimit.client.throttled}: the servers' 429 and 503 answers to limited calls. */

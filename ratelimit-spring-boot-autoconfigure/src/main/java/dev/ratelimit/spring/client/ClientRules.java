@@ -384,13 +384,32 @@ public final class ClientRules {
 		for (int i = 0; i < registered.length; i++) {
 			RegisteredBucket bucket = buckets.get(chosen.get(i).bucket);
 			registered[i] = bucket;
-			gates[i] = this.gates.computeIfAbsent(bucket.name(), (name) -> {
-				// the views' available shows the level the servers' answers leave (contract revision 3)
-				bucket.holdBackBy((key) -> level(name, key));
-				return new Gates(bucket, this.shared);
-			});
+			gates[i] = gatesOf(bucket);
 		}
 		return new ClientLimits(chosen.toArray(new Compiled[0]), registered, gates, this);
+	}
+
+	private Gates gatesOf(RegisteredBucket bucket) {
+		return this.gates.computeIfAbsent(bucket.name(), (name) -> {
+			// the views' available shows the level the servers' answers leave (contract revision 3)
+			bucket.holdBackBy((key) -> level(name, key));
+			return new Gates(bucket, this.shared);
+		});
+	}
+
+	/**
+	 * Binds every rule's bucket to its gates before the first call: the endpoint's {@code available} then
+	 * shows what the servers said from the start, on every instance (a Redis bucket's gate may have been
+	 * written by another instance before this one calls).
+	 */
+	public void bindViews() {
+		if (this.rules.length == 0) {
+			return;
+		}
+		RateLimiterRegistry buckets = this.registry.get();
+		for (Compiled rule : this.rules) {
+			gatesOf(buckets.get(rule.bucket));
+		}
 	}
 
 	long now() {
