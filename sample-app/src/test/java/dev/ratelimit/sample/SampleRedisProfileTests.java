@@ -16,6 +16,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -112,8 +113,13 @@ class SampleRedisProfileTests {
 				}
 			}
 			double elapsed = (System.nanoTime() - start) / 1e9;
+			// a call that Redis did not answer within its timeout while it answered others is load, not an
+			// outage: that call alone is decided by the local policy (contract revision 3), so on a busy machine
+			// each such call may add one grant; they are counted by the meter
+			long timedOut = backendCalls(ports.get(0), "timeout") + backendCalls(ports.get(1), "timeout");
 			// public-api: 2 per second, limit 2, one budget for both instances (each alone would allow as much)
-			assertThat(granted).isLessThanOrEqualTo((int) Math.floor(2 * elapsed + 2));
+			assertThat(granted).as("granted in %.2f s, %d calls timed out", elapsed, timedOut)
+				.isLessThanOrEqualTo((int) (Math.floor(2 * elapsed + 2) + timedOut));
 			assertThat(refused).isPositive();
 			assertThat(status(ports.get(0), "/actuator/health")).isEqualTo(200);
 			// what the README tells a user to read: each Redis bucket, with its state
@@ -149,8 +155,14 @@ class SampleRedisProfileTests {
 
 	/** The count of {@code ratelimit.backend.calls} for {@code public-api}, any outcome, from the metrics endpoint. */
 	private long backendCalls(int port) throws Exception {
+		return backendCalls(port, null);
+	}
+
+	/** The same, of one outcome ({@code ok}, {@code timeout}, {@code error}) when one is given. */
+	private long backendCalls(int port, @Nullable String outcome) throws Exception {
 		HttpRequest request = HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port
-				+ "/actuator/metrics/ratelimit.backend.calls?tag=bucket:public-api"))
+				+ "/actuator/metrics/ratelimit.backend.calls?tag=bucket:public-api"
+				+ ((outcome != null) ? "&tag=outcome:" + outcome : "")))
 			.timeout(Duration.ofSeconds(10)).build();
 		HttpResponse<String> response = this.http.send(request, HttpResponse.BodyHandlers.ofString());
 		if (response.statusCode() == 404) {
