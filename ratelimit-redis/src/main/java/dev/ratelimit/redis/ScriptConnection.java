@@ -295,7 +295,7 @@ final class ScriptConnection implements AutoCloseable {
 	}
 
 	/**
-	 * Runs a script of the module (the bucket's, or the calendar quota's {@code quota.lua}) on one key, as
+	 * Runs a script of the module ({@code bucket.lua}, {@code gate.lua}, the calendar quota's {@code quota.lua}) on one key, as
 	 * {@link #run(String[], String[])} runs the bucket's.
 	 *
 	 * @param sha1 the script's SHA-1

@@ -47,6 +47,11 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 				? lifecycle.getPhase() + 1 : SmartLifecycle.DEFAULT_PHASE;
 	}
 
+	/** The buckets, for the outbound rules' gates ({@link RedisGates}). */
+	RedisBuckets buckets() {
+		return this.buckets;
+	}
+
 	@Override
 	public Backend backend() {
 		return Backend.REDIS;
