@@ -45,7 +45,7 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "keys.max", "mode");
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "mode");
 
 	/**
 	 * Every property a plan takes, relative to {@code ratelimit.buckets.<name>.plans.<plan>} (contract
@@ -68,10 +68,12 @@ final class BucketPropertyChecks {
 			Map.entry("redis.key-prefix", "plans are not available yet on Redis"),
 			Map.entry("redis.timeout", "plans are not available yet on Redis"),
 			Map.entry("redis.on-failure", "plans are not available yet on Redis"),
-			Map.entry("redis.lease", "plans are not available yet on Redis"));
+			Map.entry("redis.lease", "plans are not available yet on Redis"),
+			Map.entry("redis.batch", "plans are not available yet on Redis"),
+			Map.entry("redis.batch-hold", "plans are not available yet on Redis"));
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
-			"redis.lease");
+			"redis.lease", "redis.batch-hold");
 
 	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial", "keys.max");
 
@@ -115,6 +117,7 @@ final class BucketPropertyChecks {
 			Map.entry("zone", new Typed(ZoneId.class, "a time zone ID, e.g. UTC, Europe/Berlin or +05:30")),
 			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
 			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
+			Map.entry("redis.batch-hold", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
 			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
