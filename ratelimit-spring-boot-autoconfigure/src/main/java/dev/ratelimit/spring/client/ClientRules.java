@@ -4,7 +4,6 @@ import java.net.URI;
 import java.time.Duration;
 import java.time.InstantSource;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -347,13 +346,7 @@ public final class ClientRules {
 	}
 
 	private ClientLimits make(long mask) {
-		List<Compiled> chosen = new ArrayList<>();
-		for (int i = 0; i < this.rules.length; i++) {
-			if ((mask & (1L << i)) != 0) {
-				chosen.add(this.rules[i]);
-			}
-		}
-		chosen.sort(Comparator.comparing((Compiled rule) -> rule.bucket).thenComparingInt((rule) -> rule.index));
+		List<Compiled> chosen = RuleSyntax.chosen(this.rules, mask, (rule) -> rule.bucket, (rule) -> rule.index);
 		RateLimiterRegistry buckets = this.registry.get();
 		RegisteredBucket[] registered = new RegisteredBucket[chosen.size()];
 		Gates[] gates = new Gates[chosen.size()];
