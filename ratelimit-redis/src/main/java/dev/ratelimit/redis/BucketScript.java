@@ -79,7 +79,14 @@ final class BucketScript {
 		 * keys' buckets on every instance (a hash that has not followed it is full again at its next call), and
 		 * publish it on {@code <key-prefix>{<bucket>}:reset}.
 		 */
-		RESET("reset");
+		RESET("reset"),
+		/**
+		 * Contract revision 3, batches: the holder ({@code id}, {@code <holder>#<kept>}) keeps {@code kept} of the
+		 * tokens its batch held, gives back {@code maxwait} (the argument's place) and the rest count as spent;
+		 * then it takes up to {@code n} of the tokens there now (at least one, or none and the wait for the
+		 * next), held until {@code lease} from now. Uncapped buckets only.
+		 */
+		BATCH("batch");
 
 		final String argument;
 
@@ -288,10 +295,14 @@ final class BucketScript {
 	 * @param tunedAtMicros when it was made (Redis's {@code TIME}), or 0
 	 * @param sharedMode the bucket mode switched through an endpoint: {@link #ENFORCE}, {@link #SHADOW}, or
 	 *        {@link #AS_CONFIGURED} (0, also for a key's bucket and for a script that does not say)
+	 * @param resetAtMicros the last reset (Redis's {@code TIME}), or 0
+	 * @param taken mode {@code batch}: the tokens the batch took; else 0
+	 * @param kept mode {@code batch}: the tokens of its batch the holder keeps (fewer than it said when its lease
+	 *        ran out before the call: those count as spent, and must not be granted); else 0
 	 */
 	record Reply(long code, long waitMicros, long level, long remainder, long inFlight, long tunedA, long tunedB,
 			long tunedLimit, long tunedTokens, long tunedPeriodNanos, long tunedAtMicros, long sharedMode,
-			long resetAtMicros) {
+			long resetAtMicros, long taken, long kept) {
 
 		/** {@link #sharedMode()}: no mode was switched, each instance's configuration is in force. */
 		static final long AS_CONFIGURED = 0;
@@ -309,12 +320,12 @@ final class BucketScript {
 		static final long AWAITING_RELEASE = 2;
 
 		/**
-		 * The reply's thirteen values; twelve (as the script gave before resets, contract revision 3) are read
+		 * The reply's thirteen values (fifteen for mode {@code batch}, with the tokens taken and kept); twelve (as the script gave before resets, contract revision 3) are read
 		 * with no reset, eleven (before the mode was shared) also with the mode as configured, and ten (before a
 		 * retune recorded its time) also with a time of 0.
 		 */
 		static Reply of(@Nullable List<?> values) {
-			if (values == null || values.size() < 10 || values.size() > 13) {
+			if (values == null || values.size() < 10 || values.size() > 15) {
 				throw new IllegalStateException("Unexpected reply from the bucket script: " + values);
 			}
 			return new Reply(number(values.get(0)), number(values.get(1)), number(values.get(2)),
@@ -322,7 +333,9 @@ final class BucketScript {
 					number(values.get(7)), number(values.get(8)), number(values.get(9)),
 					(values.size() >= 11) ? number(values.get(10)) : 0,
 					(values.size() >= 12) ? number(values.get(11)) : AS_CONFIGURED,
-					(values.size() == 13) ? number(values.get(12)) : 0);
+					(values.size() >= 13) ? number(values.get(12)) : 0,
+					(values.size() >= 14) ? number(values.get(13)) : 0,
+					(values.size() == 15) ? number(values.get(14)) : 0);
 		}
 
 		private static long number(Object value) {

@@ -33,6 +33,9 @@ public final class RedisBuckets implements AutoCloseable {
 	/** The settings of each bucket (by name) shared with its overflow bucket and its keys' buckets. */
 	private final Map<String, TemplateTune> tunes = new ConcurrentHashMap<>();
 
+	/** The batches (contract revision 3) that hold tokens now: given back at close. */
+	private final java.util.Set<RedisBatch> batches = ConcurrentHashMap.newKeySet();
+
 	/**
 	 * Buckets on the application's connection factory.
 	 *
@@ -56,6 +59,7 @@ public final class RedisBuckets implements AutoCloseable {
 	public RedisTokenBucket build(RedisTokenBucketBuilder builder, @Nullable String key,
 			Consumer<RedisTokenBucket> first) {
 		builder.connection(connection());
+		builder.batches(this.batches);
 		if (key != null) {
 			builder.perKey(key);
 		}
@@ -115,11 +119,15 @@ public final class RedisBuckets implements AutoCloseable {
 	}
 
 	/**
-	 * Closes the connection, and waits (briefly) until it is closed: before the connection factory shuts
+	 * Gives the unspent tokens of the buckets' batches back (each waits at most its timeout), then closes the
+	 * connection, and waits (briefly) until it is closed: before the connection factory shuts
 	 * its client down.
 	 */
 	@Override
 	public synchronized void close() {
+		for (RedisBatch batch : java.util.List.copyOf(this.batches)) {
+			batch.close(); // the unspent tokens of every batch go back first (contract revision 3)
+		}
 		ScriptConnection open = this.connection;
 		if (open != null) {
 			open.close();

@@ -212,6 +212,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	/** The last reset this instance acted on, microseconds of Redis's clock (guarded by {@code this}). */
 	private long resetSeen;
 
+	/** Contract revision 3: this instance's batch of the bucket, or {@code null} without ({@code batch: none}). */
+	private final @Nullable RedisBatch batch;
+
 	RedisTokenBucket(RedisTokenBucketBuilder builder, String name, ScriptConnection connection) {
 		if (builder.timeout == null || builder.timeout.isZero() || builder.timeout.isNegative()) {
 			throw new InvalidArgumentException("timeout", builder.timeout, Duration.ofNanos(1), null,
@@ -266,6 +269,51 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// a reset made through any instance (contract revision 3): what this instance holds from before goes
 			this.tune.onReset(this::resetHere);
 		}
+		long batchSize = RedisBatch.parse(builder.batch, limit, name);
+		if (batchSize != 0 && own.capped()) {
+			throw new IllegalArgumentException("ratelimit.buckets." + name + ".redis.batch is not available with"
+					+ " capped-release (tokens in flight are released one call at a time): use batch: none");
+		}
+		if (batchSize != 0 && (builder.batchHold == null || builder.batchHold.toMillis() < 1)) {
+			throw new InvalidArgumentException("batchHold", builder.batchHold, Duration.ofMillis(1), null,
+					"ratelimit.buckets." + name + ".redis.batch-hold must be at least 1ms, was " + builder.batchHold);
+		}
+		this.batch = (batchSize == 0) ? null
+				: new RedisBatch(this, Math.max(batchSize, 0), builder.batchHold, this.timeoutNanos, this.clock,
+						builder.batches);
+	}
+
+	/**
+	 * Sends a batch call (mode {@code batch}; {@link RedisBatch}): asks for {@code want} tokens, gives {@code back}
+	 * back, {@code id} = {@code <holder>#<kept>}, the lease of the batch in microseconds.
+	 *
+	 * @param sent told the call's future when it is sent
+	 * @return the call, or {@code null} when the bucket runs on its failure policy
+	 */
+	@Nullable Call sendBatch(long want, long back, String id, long leaseMicros,
+			Consumer<CompletableFuture<List<Object>>> sent) {
+		String[] arguments = arguments(awaitSettings(), Mode.BATCH, want, back, id);
+		arguments[8] = Long.toString(leaseMicros);
+		return this.detector.send(() -> {
+			CompletableFuture<List<Object>> future = run(arguments);
+			sent.accept(future);
+			return future;
+		}, null);
+	}
+
+	/**
+	 * Gives the tokens of this instance's batch back to Redis (contract revision 3), waiting at most the
+	 * timeout: done when the application closes. Nothing without a batch.
+	 */
+	public void close() {
+		if (this.batch != null) {
+			this.batch.close();
+		}
+	}
+
+	/** This instance's batch, or {@code null} ({@code batch: none}). */
+	@Nullable RedisBatch batch() {
+		return this.batch;
 	}
 
 	/**
@@ -455,6 +503,18 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			this.stats.recordGranted(0);
 			return true;
 		}
+		RedisBatch batch = this.batch;
+		if (batch != null) {
+			if (batch.take(n)) {
+				this.stats.recordGranted(0);
+				return true;
+			}
+			int found = batch.slow(n, 0);
+			if (found != RedisBatch.NO_ANSWER) {
+				record(found == RedisBatch.GRANTED);
+				return found == RedisBatch.GRANTED;
+			}
+		}
 		Settings s = awaitSettings();
 		checkCost(s, n);
 		String id = s.capped() ? newId(n) : "";
@@ -503,6 +563,27 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens of '" + this.name + "'");
 		}
+		RedisBatch batch = this.batch;
+		if (batch != null && n > 0) {
+			if (batch.take(n)) {
+				this.stats.recordGranted(0);
+				return Permit.noop();
+			}
+			long start = this.clock.getAsLong();
+			int found = batch.slow(n, AbstractReservation.budgetNanos(maxWait));
+			if (found == RedisBatch.GRANTED) {
+				this.stats.recordGranted(this.clock.getAsLong() - start);
+				return Permit.noop();
+			}
+			if (found == RedisBatch.REFUSED) {
+				if (Thread.interrupted()) {
+					throw new InterruptedException("Interrupted while acquiring " + n + " tokens of '" + this.name + "'");
+				}
+				this.stats.recordRejected();
+				throw new RateLimitExceededException(this.name, n,
+						Duration.ofNanos(Math.max(batch.refusedFor(this.clock.getAsLong()), 1_000)));
+			}
+		}
 		// a claim on Redis, or on the local fallback while Redis does not answer: either way it holds its
 		// tokens' place, so wait for it (claiming again would take the tokens twice)
 		return ((AbstractReservation) reserve(n, maxWait)).await();
@@ -518,6 +599,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(this.tune.current(), n);
 		long start = this.clock.getAsLong();
+		RedisBatch batch = this.batch;
+		if (batch != null && n > 0 && batch.take(n)) {
+			return new BatchGrant(this, batch, n, maxWait, start);
+		}
 		RedisClaim claim = new RedisClaim(this, n, maxWait, budget, start);
 		if (n == 0) {
 			claim.allow(start);
@@ -624,7 +709,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public boolean isIdle() {
 		FailurePolicy.Flight flight = this.policy.flight();
-		boolean idle = this.waiting.get() == 0 && this.held.get() == 0 && (flight == null || flight.tokens() == 0);
+		boolean idle = this.waiting.get() == 0 && this.held.get() == 0 && (flight == null || flight.tokens() == 0)
+				&& (this.batch == null || this.batch.holdsNothing());
 		if (idle && this.subscribed.compareAndSet(true, false)) {
 			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
 			// releases later subscribes again (a release published meanwhile is found by its next ask)
@@ -655,7 +741,16 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (reply == null) {
 			return this.policy.snapshot(s, this.waiting.get(), this.stats, this.tune);
 		}
-		return BucketScript.view(s, reply, this.waiting.get(), this.stats);
+		RateLimiterSnapshot view = BucketScript.view(s, reply, this.waiting.get(), this.stats);
+		RedisBatch batch = this.batch;
+		if (batch == null) {
+			return view;
+		}
+		// contract revision 3: available includes this instance's unspent batch
+		return new RateLimiterSnapshot(view.rate(), view.period(), view.limit(), view.cappedRelease(),
+				view.available() + batch.inHand(), view.deficiency(), view.waiting(), view.inFlight(), view.granted(),
+				view.rejected(), view.pools(), view.behindSchedule(), view.untilFull(), view.resetsAt(),
+				view.untilReset());
 	}
 
 	/**
@@ -744,6 +839,9 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	private void retune(Settings next) {
+		if (this.batch != null) {
+			this.batch.retuned(); // taken under the old settings: back at once
+		}
 		String[] arguments = Settings.arguments(this.tune.configured(), Mode.RETUNE, 0, 0, "", next);
 		Call call = this.detector.send(() -> run(arguments), null);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;

@@ -33,6 +33,12 @@ public final class RedisTokenBucketBuilder extends TokenBucketBuilder<RedisToken
 
 	@Nullable TemplateTune tune;
 
+	@Nullable String batch;
+
+	Duration batchHold = Duration.ofMillis(100);
+
+	java.util.Set<RedisBatch> batches = java.util.concurrent.ConcurrentHashMap.newKeySet();
+
 	RedisTokenBucketBuilder() {
 	}
 
@@ -46,6 +52,36 @@ public final class RedisTokenBucketBuilder extends TokenBucketBuilder<RedisToken
 	 */
 	public RedisTokenBucketBuilder lease(Duration lease) {
 		this.lease = lease;
+		return this;
+	}
+
+	/**
+	 * Batches (contract revision 3): {@code none} (the default: one Redis call per grant), {@code auto} (as many
+	 * tokens at a time as this instance's callers took in the last {@link #batchHold}, at least 1, at most half
+	 * the limit) or a whole number from 1 to the limit; not with capped release.
+	 *
+	 * @param batch {@code none}, {@code auto} or a whole number
+	 * @return this builder
+	 */
+	public RedisTokenBucketBuilder batch(String batch) {
+		this.batch = batch;
+		return this;
+	}
+
+	/**
+	 * The longest this instance keeps tokens of a batch unused before it gives them back; default 100 ms.
+	 *
+	 * @param batchHold a positive duration
+	 * @return this builder
+	 */
+	public RedisTokenBucketBuilder batchHold(Duration batchHold) {
+		this.batchHold = batchHold;
+		return this;
+	}
+
+	/** The batches of the buckets of one backend, given back when it closes. */
+	RedisTokenBucketBuilder batches(java.util.Set<RedisBatch> batches) {
+		this.batches = batches;
 		return this;
 	}
 

@@ -5,7 +5,9 @@
 --         t = last update (microseconds of Redis TIME), r = remainder (credit units short of a token),
 --         u = the B that r is counted in, a and m = the A and the limit it was written with (with u,
 --         the settings of its last write), f = tokens in flight (capped release), q = ticket counter,
---         d:<ticket> = a queued ticket's deadline, z = the reset (microseconds of Redis TIME) it last followed
+--         d:<ticket> = a queued ticket's deadline, z = the reset (microseconds of Redis TIME) it last followed,
+--         h = tokens held by batches (taken by instances, not granted or given back yet; they count against the
+--         limit), b:<holder> = the tokens one instance's batch holds
 -- KEYS[2] the retune: a, b, limit, tokens, period (ns) set through an instance's endpoint, at (when it
 --         was made, microseconds of Redis TIME), mode (enforce | shadow, switched through an endpoint;
 --         absent = as configured; a record may hold a mode alone, without a, b and limit), rst (the time of
@@ -13,7 +15,8 @@
 --         is older is full again at its next call), and cfg, the
 --         configuration they apply to (a restart with another configuration drops them); never expires. The overflow bucket passes its
 --         template's, <prefix>{<bucket>}:retuned
--- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us)
+-- KEYS[3] the leases: capped tokens in flight, member <id>#<n>, score = deadline (us); and the batches,
+--         member b:<holder>, score = the deadline after which its tokens count as spent
 -- KEYS[4] the queue of capped waiters: member <id>#<n>, score = arrival order
 -- Called with three keys (the bucket of one key, <prefix>{<bucket>:<key>}): KEYS[1], the leases and
 -- the queue. There is no retune record: the settings passed are in force (the caller passes its
@@ -23,12 +26,17 @@
 -- The rate is exactly A tokens per B microseconds, so a credit unit is 1/B of a token and every
 -- microsecond earns A units: integers, exact while they stay below 2^53 (checked by the client).
 -- ARGV: A, B, limit (as configured), n, maxwait (us), capped (0/1),
---       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune | switch | reset), id
---       (<id>#<n>, capped claims), lease (us), then for retune: A, B, limit, tokens, period (ns); for
+--       mode (acquire | refund | charge | release | leave | sync | retune | peek | tune | switch | reset | batch),
+--       id (<id>#<n>, capped claims; batch: <holder>#<kept>), lease (us), then for retune: A, B, limit, tokens, period (ns); for
 --       switch: the bucket mode (enforce | shadow) stored for every instance; with three keys,
 --       ARGV[10] is the time (us) of the retune whose settings are passed (0 or absent: the configuration)
+-- Mode batch (uncapped buckets only): n = the most tokens to take (0: none), maxwait = the tokens the holder
+-- gives back, id = <holder>#<kept>, the tokens of its batch it keeps; the rest of what it held is spent. Its
+-- batch then holds kept + the tokens taken, until now + lease: a batch whose lease runs out counts as spent.
 -- Reply: {code, wait (us), level, remainder, in flight, A, B, limit, tokens, period (ns), at (us), mode,
---        reset (us)};
+--        reset (us)}, and for mode batch two more: taken (the tokens taken) and kept (the tokens of its batch the
+--        holder keeps; fewer than it said when its lease ran out before the call: those count as spent, and it
+--        must not grant them);
 -- code 1 = granted after wait, 0 = refused (wait = what was needed), 2 = capped: queued for releases
 -- (nothing taken), 3 = the other modes. The last six are the retune in effect, or zeros for the
 -- configuration (always zeros with three keys); mode is the bucket mode switched through an endpoint,
@@ -127,32 +135,37 @@ local function replenish(level, rem, elapsed, a, b, lim)
   return level + add, units - add * b
 end
 
-local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm', 'z')
+local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm', 'z', 'h')
 local level = tonumber(state[1])
 local last = tonumber(state[2])
 local rem = tonumber(state[3])
 local inflight = tonumber(state[4])
+-- tokens held by batches: they count against the limit, so the bucket never refills over them
+local held = tonumber(state[9]) or 0
+if mode == 'batch' and capped then
+  return redis.error_reply('ERR mode batch takes an uncapped bucket')
+end
 if level ~= nil and (tonumber(state[8]) or 0) < reset_at then
   -- reset since its last write (here, or through the template for every instance): full now, what was owed
   -- forgotten; capped, what is in flight stays in flight
-  level, last, rem = limit, now, 0
+  level, last, rem = limit - held, now, 0
   state[5], state[6], state[7] = B, A, limit -- (read below as the settings it was written with: those in force)
 end
 if level == nil then
   -- a missing key is a bucket that has been full long enough to expire
-  level, last, rem, inflight = limit, now, 0, 0
+  level, last, rem, inflight, held = limit, now, 0, 0, 0
 else
   local wa, wb, wlimit = tonumber(state[6]), tonumber(state[5]), tonumber(state[7])
   if wa and wb and wlimit and (wa ~= A or wb ~= B or wlimit ~= limit) then
     -- written with other settings: they hold up to the retune (or up to the last write, when an
     -- instance that had not learned of the retune yet wrote after it), the settings in force after
-    if level >= wlimit then
-      level = wlimit
+    if level >= wlimit - held then
+      level = wlimit - held
       rem = 0
     end
     local switched = math.min(math.max(last, since), now)
     if switched > last then
-      level, rem = replenish(level, rem, switched - last, wa, wb, wlimit)
+      level, rem = replenish(level, rem, switched - last, wa, wb, wlimit - held)
       last = switched
     end
   end
@@ -163,15 +176,36 @@ else
 end
 
 -- a lowered limit drops the excess (and a remainder at the limit: never more than limit tokens)
-if level >= limit then
-  level = limit
+if level >= limit - held then
+  level = limit - held
   rem = 0
+end
+
+-- batches whose lease ran out: their tokens count as spent (the bucket refilled over them until then)
+if held > 0 then
+  local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now, 'WITHSCORES')
+  for i = 1, #expired, 2 do
+    local member = expired[i]
+    if string.sub(member, 1, 2) == 'b:' then
+      local at = tonumber(expired[i + 1])
+      if at > last then
+        level, rem = replenish(level, rem, at - last, A, B, limit - held)
+        last = at
+      end
+      held = held - (tonumber(redis.call('HGET', key, member)) or 0)
+      if writes then
+        redis.call('ZREM', leases, member)
+        redis.call('HDEL', key, member)
+      end
+    end
+  end
+  held = math.max(held, 0)
 end
 
 -- replenish: the time since the last update, at most up to full
 local elapsed = now - last
 if elapsed > 0 then
-  level, rem = replenish(level, rem, elapsed, A, B, limit)
+  level, rem = replenish(level, rem, elapsed, A, B, limit - held)
   last = now
 elseif elapsed < 0 then
   -- Redis's clock stepped back (a failover to a replica whose clock is behind): count from the new
@@ -226,6 +260,8 @@ end
 
 local code = 3
 local wait = 0
+local taken = 0
+local batch_kept = 0
 if mode == 'acquire' then
   local head = capped and redis.call('ZRANGE', queue, 0, 0)[1]
   if capped and ((head and head ~= id) or inflight + n > limit) then
@@ -240,7 +276,9 @@ if mode == 'acquire' then
     if level < 0 then
       wait = math.ceil(((0 - level) * B - rem) / A)
     end
-    if wait > maxwait then
+    -- while batches hold tokens, a caller takes only tokens that are there (no debt): a batch's tokens may be
+    -- granted at the end of a wait too, and a batch takes nothing while callers wait (level below 1)
+    if wait > maxwait or (held > 0 and wait > 0) then
       level = level + n
       code = 0
       if capped then
@@ -257,8 +295,8 @@ if mode == 'acquire' then
   end
 elseif mode == 'refund' then
   level = level + n
-  if level >= limit then
-    level = limit
+  if level >= limit - held then
+    level = limit - held
     rem = 0
   end
   if capped and redis.call('ZREM', leases, id) == 1 then
@@ -284,12 +322,46 @@ elseif mode == 'retune' then
     rem = 0
   end
   A, B, limit = a2, b2, limit2
-  if level >= limit then
-    level = limit
+  if level >= limit - held then
+    level = limit - held
     rem = 0
   end
   tuned = {A, B, limit, tonumber(ARGV[13]), tonumber(ARGV[14]), now}
   woken = true
+elseif mode == 'batch' then
+  -- what the holder held: the tokens it gives back, those it keeps, and the rest, granted (spent)
+  local holder, keep = string.match(id, '^(.+)#(%d+)$')
+  if not holder then
+    return redis.error_reply('ERR mode batch takes the id <holder>#<kept>, got ' .. tostring(id))
+  end
+  local member = 'b:' .. holder
+  local had = tonumber(redis.call('HGET', key, member)) or 0
+  local back = math.min(maxwait, had)
+  local kept = math.min(tonumber(keep), had - back)
+  held = held - had + kept
+  batch_kept = kept
+  level = level + back
+  if level >= limit - held then
+    level = limit - held
+    rem = 0
+  end
+  -- then up to n of the tokens there now, at least one, or none and the wait for the next
+  if n > 0 and level >= 1 then
+    taken = math.min(n, level)
+    level = level - taken
+    held = held + taken
+    code = 1
+  elseif n > 0 then
+    code = 0
+    wait = math.ceil(((1 - level) * B - rem) / A)
+  end
+  if kept + taken > 0 then
+    redis.call('HSET', key, member, kept + taken)
+    redis.call('ZADD', leases, now + lease, member)
+  else
+    redis.call('HDEL', key, member)
+    redis.call('ZREM', leases, member)
+  end
 end
 
 if mode == 'reset' then
@@ -299,25 +371,34 @@ end
 
 local reply = {code, wait, level, rem, inflight, tuned[1], tuned[2], tuned[3], tuned[4], tuned[5], tuned[6], shared_mode,
   reset_at}
+if mode == 'batch' then
+  reply[14], reply[15] = taken, batch_kept
+end
 if not writes then
   return reply
 end
 
 redis.call('HSET', key, 'l', level, 't', last, 'r', rem, 'f', inflight, 'u', B, 'a', A, 'm', limit, 'z',
   math.max(tonumber(state[8]) or 0, reset_at))
--- expire when the bucket would be full again anyway (plus a second); leases and queued tickets keep
--- it (and them) until the last of them runs out
-local ttl = math.ceil(math.max(0, (limit - level) * B - rem) / A / 1000) + 1000
-if capped then
+if state[9] or mode == 'batch' then
+  -- (a hash that never held a batch has no h: its fields are those of a version before batches)
+  redis.call('HSET', key, 'h', held)
+end
+-- expire when the bucket would be full again anyway (plus a second); leases, batches and queued tickets
+-- keep it (and them) until the last of them runs out
+local ttl = math.ceil(math.max(0, (limit - held - level) * B - rem) / A / 1000) + 1000
+if capped or held > 0 then
   local last_lease = redis.call('ZRANGE', leases, -1, -1, 'WITHSCORES')[2]
   if last_lease then
     ttl = math.max(ttl, math.ceil((tonumber(last_lease) - now) / 1000) + 1000)
   end
-  if redis.call('ZCARD', queue) > 0 then
+  if capped and redis.call('ZCARD', queue) > 0 then
     ttl = math.max(ttl, math.ceil(maxwait / 1000) + 2000, redis.call('PTTL', key))
   end
   redis.call('PEXPIRE', leases, ttl)
-  redis.call('PEXPIRE', queue, ttl)
+  if capped then
+    redis.call('PEXPIRE', queue, ttl)
+  end
 end
 redis.call('PEXPIRE', key, ttl)
 if woken then

@@ -165,6 +165,29 @@ class BucketScriptModelTests {
 	}
 
 	/**
+	 * Batches (contract revision 3, {@link #runBatchSequence}): {@code -Dmodel.batch.seed=<seed>} replays one
+	 * sequence; {@code -Dmodel.sequences} and {@code -Dmodel.start} as above.
+	 */
+	@Test
+	void batchesOfSeveralInstancesFollowTheReferenceAndKeepTheBound() {
+		String sha = load(testCopy(source()));
+		Long replay = Long.getLong("model.batch.seed");
+		if (replay != null) {
+			runBatchSequence(sha, replay, true);
+			return;
+		}
+		int sequences = Integer.getInteger("model.sequences", 2000);
+		long start = Long.getLong("model.start", new Random().nextLong());
+		long began = System.nanoTime();
+		long steps = 0;
+		for (int i = 0; i < sequences; i++) {
+			steps += runBatchSequence(sha, start + i, false);
+		}
+		System.out.printf("BucketScriptModelTests (batches): %d sequences (seeds %d..%d), %d calls, %d ms%n", sequences,
+				start, start + sequences - 1, steps, TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - began));
+	}
+
+	/**
 	 * The model notices a script broken on purpose: each row replaces one piece of the test copy, and the
 	 * sequences of seeds 0 to 1999 must find it (fixed seeds, so that the outcome is the same on every run).
 	 */
@@ -172,10 +195,10 @@ class BucketScriptModelTests {
 	@CsvSource(delimiter = '|', quoteCharacter = '"', textBlock = """
 			replenish rounds up             | local add = math.floor(units / b)             | local add = math.ceil(units / b)
 			wait rounds down                | wait = math.ceil(((0 - level) * B - rem) / A) | wait = math.floor(((0 - level) * B - rem) / A)
-			refund over the limit           | level = level + n\\n  if level >= limit then  | level = level + n\\n  if false then
-			remainder kept at the limit     | if level >= limit then\\n  level = limit\\n  rem = 0\\nend | if level > limit then\\n  level = limit\\n  rem = 0\\nend
+			refund over the limit           | level = level + n\\n  if level >= limit - held then | level = level + n\\n  if false then
+			remainder kept at the limit     | if level >= limit - held then\\n  level = limit - held\\n  rem = 0\\nend | if level > limit - held then\\n  level = limit - held\\n  rem = 0\\nend
 			peek counts dead leases in flight | if capped then\\n  -- leases that ran out | if capped and writes then\\n  -- leases that ran out
-			refusal at the max-wait         | if wait > maxwait then                        | if wait >= maxwait then
+			refusal at the max-wait         | if wait > maxwait or                          | if wait >= maxwait or
 			clock back stalls               | elseif elapsed < 0 then                       | elseif false then
 			remainder kept in other units   | if wb ~= B then                               | if false then
 			retune keeps the remainder      | if b2 ~= B then                               | if false then
@@ -183,13 +206,18 @@ class BucketScriptModelTests {
 			a retune counts from the last write | local switched = math.min(math.max(last, since), now) | local switched = last
 			a retune counts from now        | local switched = math.min(math.max(last, since), now) | local switched = now
 			a write after the retune ignored | local switched = math.min(math.max(last, since), now) | local switched = math.min(since, now)
-			old settings above their limit  | if level >= wlimit then\\n      level = wlimit  | if false then\\n      level = wlimit
+			old settings above their limit  | if level >= wlimit - held then\\n      level = wlimit - held | if false then\\n      level = wlimit - held
 			overflow without the retune's time | since = tonumber(tune[7]) or 0             | since = 0
 			key without the retune's time   | since = tonumber(ARGV[10]) or 0               | since = 0
 			lease without the wait          | redis.call('ZADD', leases, now + wait + lease, id) | redis.call('ZADD', leases, now + lease, id)
 			lease runs out a microsecond late | redis.call('ZRANGEBYSCORE', leases, '-inf', now) | redis.call('ZRANGEBYSCORE', leases, '-inf', now - 1)
 			queue jumped                    | if capped and ((head and head ~= id) or inflight + n > limit) then | if capped and (inflight + n > limit) then
 			charge forgotten                | never in flight\\n  level = level - n         | never in flight\\n  level = level
+			batch refills over held tokens | level, rem = replenish(level, rem, elapsed, A, B, limit - held) | level, rem = replenish(level, rem, elapsed, A, B, limit)
+			batch ran out from its last call | if at > last then                           | if false then
+			batch keeps what it did not hold | local kept = math.min(tonumber(keep), had - back) | local kept = tonumber(keep)
+			batch gives back what it did not hold | local back = math.min(maxwait, had)     | local back = maxwait
+			debt while batches hold tokens  | if wait > maxwait or (held > 0 and wait > 0) then | if wait > maxwait then
 			""")
 	void theModelCatchesABrokenScript(String name, String from, String to) {
 		String copy = testCopy(source());
@@ -203,6 +231,7 @@ class BucketScriptModelTests {
 			for (int i = 0; i < 2000; i++) {
 				runSequence(sha, start + i, false);
 				runKeyedSequence(sha, start + i, false);
+				runBatchSequence(sha, start + i, false);
 			}
 		}).isInstanceOf(AssertionError.class).hasMessageContaining("-Dmodel.seed=");
 	}
@@ -402,6 +431,182 @@ class BucketScriptModelTests {
 		catch (AssertionError | RuntimeException ex) {
 			throw new AssertionError("Keyed model sequence failed, seed " + seed + " (replay with -Dmodel.keyed.seed="
 					+ seed + "):\n  " + String.join("\n  ", trace) + "\n" + ex.getMessage(), ex);
+		}
+	}
+
+	/**
+	 * Runs one sequence of batches (contract revision 3) on an uncapped bucket ({@code batch:{<seed>}}, four
+	 * keys): two to four simulated instances take batches (mode {@code batch}), grant from them locally, give
+	 * unspent tokens back, report stale counts, crash (their batch runs out as spent) and restart, while a
+	 * service without batches takes tokens with mode {@code acquire} and the bucket is retuned; time only moves
+	 * forward. Every reply and the stored state must be the reference's ({@link Model}), and after every step:
+	 * <ul>
+	 * <li>no token is created: {@code level + h <= limit} in the hash;</li>
+	 * <li>over every window of grants {@code [t1, t2]} (every local grant of a batch and every grant of
+	 * {@code acquire}, each with its time), the tokens granted are at most {@code limit + rate * (t2 - t1)},
+	 * with the largest limit and rate the sequence used (one limit and rate when it was not retuned).</li>
+	 * </ul>
+	 * Returns its number of calls.
+	 */
+	private static int runBatchSequence(String sha, long seed, boolean verbose) {
+		Random random = new Random(seed);
+		List<String> trace = new ArrayList<>();
+		String key = "batch:{" + seed + "}";
+		String[] keys = { key, key + ":retuned", key + ":leases", key + ":queue" };
+		long[] rate = rate(random);
+		long limit = limit(random, rate[1]);
+		long lease = 1 + (long) (random.nextDouble() * 4 * interval(rate));
+		Model model = new Model(rate[0], rate[1], limit, false, lease);
+		long now = 1_700_000_000_000_000L + random.nextInt(1_000_000_000);
+		int instances = 2 + random.nextInt(3);
+		long[] inHand = new long[instances];
+		// when each instance's batch runs out locally: the time of its last batch call plus the lease (Redis's
+		// deadline; the Java side counts from when it sent the call, earlier); it grants nothing from then on
+		long[] deadline = new long[instances];
+		int[] generation = new int[instances];
+		// the bound's largest limit and rate (A/B) so far
+		long maxLimit = limit;
+		long[] maxRate = rate.clone();
+		// every grant: {time, tokens, 1 when its time is a wait rounded up to a whole microsecond}
+		List<long[]> grants = new ArrayList<>();
+		trace.add("bucket A=" + rate[0] + " B=" + rate[1] + " limit=" + limit + " batch lease=" + lease + ", "
+				+ instances + " instances, key=" + key);
+		int steps = 10 + random.nextInt(60);
+		int calls = 0;
+		try {
+			for (int step = 0; step < steps; step++) {
+				long move = Math.max(0, move(random, model.interval()));
+				if (move != 0) {
+					now += move;
+					trace.add("time +" + move + " us");
+				}
+				int k = random.nextInt(instances);
+				String holder = "i" + k + "g" + generation[k];
+				if (inHand[k] > 0 && now >= deadline[k]) {
+					trace.add("instance " + k + " drops the " + inHand[k] + " in hand: its batch ran out");
+					inHand[k] = 0;
+				}
+				long limitNow = model.limitInEffect();
+				int pick = random.nextInt(100);
+				Call call;
+				long gaveBack = 0;
+				long reported = 0;
+				if (pick < 30) {
+					// a refill: up to n more, maybe giving some back, the kept count now and then stale (too high)
+					long n = 1 + random.nextInt((int) Math.min(Math.max(limitNow / 2, 1), 1000));
+					gaveBack = (inHand[k] > 0 && random.nextInt(4) == 0) ? random.nextLong(inHand[k] + 1) : 0;
+					reported = inHand[k] - gaveBack + ((random.nextInt(5) == 0) ? random.nextInt(3) : 0);
+					call = new Call("batch", n, gaveBack, holder + "#" + reported, null);
+				}
+				else if (pick < 40) {
+					// gives back all it holds (batch-hold ran out, or close)
+					gaveBack = inHand[k];
+					call = new Call("batch", 0, gaveBack, holder + "#0", null);
+				}
+				else if (pick < 62) {
+					// grants locally from its batch: no call
+					if (inHand[k] > 0) {
+						long g = 1 + random.nextLong(inHand[k]);
+						inHand[k] -= g;
+						grants.add(new long[] { now, g, 0 });
+						trace.add("instance " + k + " grants " + g + " at " + now + " (" + inHand[k] + " left in hand)");
+						checkWindows(grants, maxLimit, maxRate);
+					}
+					continue;
+				}
+				else if (pick < 67) {
+					// crashes (no call: its batch stays in Redis until its lease runs out) and starts again
+					trace.add("instance " + k + " crashes with " + inHand[k] + " in hand; restarts as i" + k + "g"
+							+ (generation[k] + 1));
+					inHand[k] = 0;
+					generation[k]++;
+					continue;
+				}
+				else if (pick < 82) {
+					// a service without batches
+					long n = 1 + random.nextInt((int) Math.min(limitNow, 5));
+					call = new Call("acquire", n, maxwait(random, model.interval(), model.aInEffect()), "", null);
+				}
+				else if (pick < 90) {
+					call = new Call(random.nextBoolean() ? "peek" : "sync", 0, 0, "", null);
+				}
+				else {
+					call = retune(random, model);
+				}
+				long[] expected = model.step(call, now);
+				RedisFuture<List<Object>> replied = eval(sha, keys, model, call, now);
+				RedisFuture<List<Object>> stored = dump(keys);
+				List<Object> reply = await(replied);
+				calls++;
+				trace.add((call.mode.equals("batch") ? "instance " + k + " (" + holder + "): " : "") + call + " -> "
+						+ reply);
+				long[] actual = new long[reply.size()];
+				for (int i = 0; i < actual.length; i++) {
+					actual[i] = (Long) reply.get(i);
+				}
+				assertThat(actual).as("reply, expected " + java.util.Arrays.toString(expected)).isEqualTo(expected);
+				List<Object> dump = await(stored);
+				check(model, dump, trace);
+				if (call.mode.equals("batch")) {
+					// what Redis did not keep of what it said it kept counts as spent there: dropped here
+					inHand[k] = Math.max(0, inHand[k] - gaveBack - (reported - actual[14])) + actual[13];
+					deadline[k] = now + lease;
+				}
+				else if (call.mode.equals("acquire") && actual[0] == 1) {
+					// at the end of its wait, rounded up to a whole microsecond: its token came earlier within it
+					grants.add(new long[] { now + actual[1], call.n, (actual[1] > 0) ? 1 : 0 });
+				}
+				else if (call.mode.equals("retune")) {
+					maxLimit = Math.max(maxLimit, call.retune[2]);
+					if (BigInteger.valueOf(call.retune[0]).multiply(BigInteger.valueOf(maxRate[1]))
+						.compareTo(BigInteger.valueOf(maxRate[0]).multiply(BigInteger.valueOf(call.retune[1]))) > 0) {
+						maxRate = new long[] { call.retune[0], call.retune[1] };
+					}
+				}
+				if (model.exists) {
+					assertThat(model.level + model.held).as("level + held, never above the limit in force")
+						.isLessThanOrEqualTo(model.limitInEffect());
+				}
+				checkWindows(grants, maxLimit, maxRate);
+			}
+			if (verbose) {
+				System.out.println("seed " + seed + "\n" + String.join("\n", trace));
+			}
+			return calls;
+		}
+		catch (AssertionError | RuntimeException ex) {
+			throw new AssertionError("Batch model sequence failed, seed " + seed + " (replay with -Dmodel.batch.seed="
+					+ seed + "):\n  " + String.join("\n  ", trace) + "\n" + ex.getMessage(), ex);
+		}
+	}
+
+	/**
+	 * Over every window {@code [t1, t2]} whose ends are grants, the tokens granted in it are at most
+	 * {@code limit + A / B * (t2 - t1)}: checked as {@code (granted - limit) * B <= A * (t2 - t1)}, exactly. A
+	 * grant of {@code acquire} after a wait is timed at the end of its wait, which the script rounds up to a
+	 * whole microsecond (its token was there up to a microsecond before): a window with such a grant is
+	 * allowed that microsecond more.
+	 */
+	private static void checkWindows(List<long[]> grants, long limit, long[] rate) {
+		List<long[]> sorted = new ArrayList<>(grants);
+		sorted.sort((x, y) -> Long.compare(x[0], y[0]));
+		for (int i = 0; i < sorted.size(); i++) {
+			long granted = 0;
+			long rounded = 0;
+			for (int j = i; j < sorted.size(); j++) {
+				granted += sorted.get(j)[1];
+				rounded |= sorted.get(j)[2];
+				if (j + 1 < sorted.size() && sorted.get(j + 1)[0] == sorted.get(j)[0]) {
+					continue; // a window ends after every grant at its last instant
+				}
+				long w = sorted.get(j)[0] - sorted.get(i)[0] + rounded;
+				BigInteger over = BigInteger.valueOf(granted - limit).multiply(BigInteger.valueOf(rate[1]));
+				BigInteger allowed = BigInteger.valueOf(rate[0]).multiply(BigInteger.valueOf(w));
+				assertThat(over.compareTo(allowed) <= 0)
+					.as("%d tokens granted over the %d us from %d to %d: more than limit %d + %d/%d per us", granted, w,
+							sorted.get(i)[0], sorted.get(j)[0], limit, rate[0], rate[1])
+					.isTrue();
+			}
 		}
 	}
 
@@ -670,6 +875,9 @@ class BucketScriptModelTests {
 			if (this.mode.equals("acquire")) {
 				text.append(" maxwait=").append(this.maxwait);
 			}
+			if (this.mode.equals("batch")) {
+				text.append(" n=").append(this.n).append(" back=").append(this.maxwait);
+			}
 			if (!this.id.isEmpty()) {
 				text.append(" id=").append(this.id);
 			}
@@ -741,6 +949,14 @@ class BucketScriptModelTests {
 
 		/** The reset the hash last followed (contract revision 3). */
 		long z;
+
+		/** Tokens held by batches ({@code h}), and whether the hash has the field (it has once a batch was taken). */
+		long held;
+
+		boolean hasHeld;
+
+		/** The tokens each holder's batch holds ({@code b:<holder>}); their deadlines are in {@link #leases}. */
+		final Map<String, Long> batches = new HashMap<>();
 
 		long arrivals;
 
@@ -862,7 +1078,9 @@ class BucketScriptModelTests {
 				resetAt = now; // (recorded with four keys below, once a record of another configuration is dropped)
 			}
 			BigInteger bigB = BigInteger.valueOf(b);
-			BigInteger full = BigInteger.valueOf(limit).multiply(bigB);
+			long held = this.exists ? this.held : 0;
+			// tokens held by batches count against the limit: the bucket is full at limit - held
+			BigInteger full = BigInteger.valueOf(limit - held).multiply(bigB);
 			BigInteger content;
 			long last;
 			long inflight;
@@ -882,7 +1100,7 @@ class BucketScriptModelTests {
 				inflight = this.inflight;
 				BigInteger u = BigInteger.valueOf(this.u);
 				BigInteger old = BigInteger.valueOf(this.level).multiply(u).add(BigInteger.valueOf(this.rem))
-					.min(BigInteger.valueOf(this.rm).multiply(u));
+					.min(BigInteger.valueOf(this.rm - held).multiply(u));
 				if (this.ra != a || this.u != b || this.rm != limit) {
 					// written with other settings: they hold up to the retune (or the last update, when that
 					// came after it: a writer that had not learned of the retune yet), then these; exact for
@@ -890,7 +1108,7 @@ class BucketScriptModelTests {
 					long switched = Math.min(Math.max(last, since), now);
 					if (switched > last) {
 						old = old.add(BigInteger.valueOf(switched - last).multiply(BigInteger.valueOf(this.ra)))
-							.min(BigInteger.valueOf(this.rm).multiply(u));
+							.min(BigInteger.valueOf(this.rm - held).multiply(u));
 						last = switched;
 					}
 				}
@@ -900,6 +1118,33 @@ class BucketScriptModelTests {
 			}
 			// never above the limit (a lowered limit drops the excess)
 			content = content.min(full);
+			Map<String, Long> leases = writes ? this.leases : new HashMap<>(this.leases);
+			Map<String, Long> batches = writes ? this.batches : new HashMap<>(this.batches);
+			if (held > 0) {
+				// batches whose lease ran out count as spent, from their deadline: the bucket refilled over them
+				// until then (in deadline order)
+				List<Map.Entry<String, Long>> expired = new ArrayList<>();
+				for (var lease : leases.entrySet()) {
+					if (lease.getKey().startsWith("b:") && lease.getValue() <= now) {
+						expired.add(lease);
+					}
+				}
+				expired.sort(Map.Entry.<String, Long>comparingByValue().thenComparing(Map.Entry.comparingByKey()));
+				for (var lease : List.copyOf(expired)) {
+					long at = lease.getValue();
+					if (at > last) {
+						content = content.add(BigInteger.valueOf(at - last).multiply(BigInteger.valueOf(a))).min(full);
+						last = at;
+					}
+					String holder = lease.getKey().substring(2);
+					held -= batches.getOrDefault(holder, 0L);
+					full = BigInteger.valueOf(limit - held).multiply(bigB);
+					leases.remove(lease.getKey());
+					batches.remove(holder);
+				}
+				held = Math.max(held, 0);
+				full = BigInteger.valueOf(limit - held).multiply(bigB);
+			}
 			long elapsed = now - last;
 			if (elapsed > 0) {
 				content = content.add(BigInteger.valueOf(elapsed).multiply(BigInteger.valueOf(a))).min(full);
@@ -907,7 +1152,6 @@ class BucketScriptModelTests {
 			// a clock that stepped back: count from the new reading, credit nothing
 			last = now;
 
-			Map<String, Long> leases = writes ? this.leases : new HashMap<>(this.leases);
 			LinkedHashMap<String, long[]> queue = writes ? this.queue : new LinkedHashMap<>(this.queue);
 			long arrivals = this.arrivals;
 			if (this.capped) {
@@ -932,6 +1176,8 @@ class BucketScriptModelTests {
 
 			long code = 3;
 			long wait = 0;
+			long taken = 0;
+			long batchKept = 0;
 			BigInteger nUnits = BigInteger.valueOf(call.n).multiply(bigB);
 			switch (call.mode) {
 				case "acquire" -> {
@@ -948,7 +1194,8 @@ class BucketScriptModelTests {
 						wait = after.signum() >= 0 ? 0
 								: after.negate().add(BigInteger.valueOf(a - 1)).divide(BigInteger.valueOf(a))
 									.longValueExact();
-						if (wait > call.maxwait) {
+						// while batches hold tokens, no debt: only tokens that are there
+						if (wait > call.maxwait || (held > 0 && wait > 0)) {
 							code = 0;
 						}
 						else {
@@ -989,18 +1236,55 @@ class BucketScriptModelTests {
 					limit = next[2];
 					bigB = BigInteger.valueOf(b);
 					full = BigInteger.valueOf(limit).multiply(bigB);
+					full = BigInteger.valueOf(limit - held).multiply(bigB);
 					content = split[0].multiply(bigB).add(kept).min(full);
 					tuned = java.util.Arrays.copyOf(next, 6);
 					tuned[5] = now;
 					this.pendingTune = tuned.clone();
+				}
+				case "batch" -> {
+					// what the holder held: given back (n at most what it held), kept, and the rest spent
+					int hash = call.id.lastIndexOf('#');
+					String holder = call.id.substring(0, hash);
+					long had = batches.getOrDefault(holder, 0L);
+					long back = Math.min(call.maxwait, had);
+					long kept = Math.min(Long.parseLong(call.id.substring(hash + 1)), had - back);
+					held = held - had + kept;
+					batchKept = kept;
+					full = BigInteger.valueOf(limit - held).multiply(bigB);
+					content = content.add(BigInteger.valueOf(back).multiply(bigB)).min(full);
+					long whole = floorSplit(content, bigB)[0].longValueExact();
+					if (call.n > 0 && whole >= 1) {
+						taken = Math.min(call.n, whole);
+						content = content.subtract(BigInteger.valueOf(taken).multiply(bigB));
+						held += taken;
+						full = BigInteger.valueOf(limit - held).multiply(bigB);
+						code = 1;
+					}
+					else if (call.n > 0) {
+						code = 0;
+						wait = bigB.subtract(content).add(BigInteger.valueOf(a - 1)).divide(BigInteger.valueOf(a))
+							.longValueExact();
+					}
+					if (kept + taken > 0) {
+						batches.put(holder, kept + taken);
+						leases.put("b:" + holder, now + this.lease);
+					}
+					else {
+						batches.remove(holder);
+						leases.remove("b:" + holder);
+					}
 				}
 				default -> throw new IllegalArgumentException(call.mode);
 			}
 			BigInteger[] split = floorSplit(content, bigB);
 			long level = split[0].longValueExact();
 			long rem = split[1].longValueExact();
-			long[] reply = { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
-					tuned[5], 0, resetAt };
+			long[] reply = call.mode.equals("batch")
+					? new long[] { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
+							tuned[5], 0, resetAt, taken, batchKept }
+					: new long[] { code, wait, level, rem, inflight, tuned[0], tuned[1], tuned[2], tuned[3], tuned[4],
+							tuned[5], 0, resetAt };
 			if (!writes) {
 				this.pendingTune = null;
 				return reply;
@@ -1029,10 +1313,12 @@ class BucketScriptModelTests {
 			this.rm = limit;
 			this.inflight = inflight;
 			this.arrivals = arrivals;
+			this.hasHeld = this.hasHeld || call.mode.equals("batch");
+			this.held = held;
 			// the keys expire when the bucket would be full again, plus a second; leases and waiters keep them
 			long ttl = ceilDiv(Math.max(0, full.subtract(content).longValueExact()), a * 1000) + 1000;
 			long high = ttl;
-			if (this.capped) {
+			if (this.capped || held > 0) {
 				for (long deadline : leases.values()) {
 					ttl = Math.max(ttl, ceilDiv(deadline - now, 1000) + 1000);
 				}
@@ -1075,6 +1361,10 @@ class BucketScriptModelTests {
 			if (this.arrivals > 0) {
 				fields.put("q", this.arrivals);
 			}
+			if (this.hasHeld) {
+				fields.put("h", this.held);
+			}
+			this.batches.forEach((holder, tokens) -> fields.put("b:" + holder, tokens));
 			this.queue.forEach((id, entry) -> fields.put("d:" + id, entry[1]));
 			return fields;
 		}

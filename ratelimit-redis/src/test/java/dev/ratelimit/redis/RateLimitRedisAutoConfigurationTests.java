@@ -319,6 +319,50 @@ class RateLimitRedisAutoConfigurationTests {
 			});
 	}
 
+	/**
+	 * Contract revision 3, batches: {@code redis.batch} makes the bucket take its tokens several at a time; the
+	 * meters show the few Redis calls, and the view's {@code available} counts the instance's batch.
+	 */
+	@Test
+	void aBatchedBucketGrantsFromItsBatchWithFewRedisCallsAndCountsItInTheView() {
+		this.runner
+			.withConfiguration(AutoConfigurations.of(MetricsAutoConfiguration.class,
+					CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+					RateLimitMetricsAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+					"ratelimit.buckets.orders.redis.key-prefix=batched:", "ratelimit.buckets.orders.redis.batch=5",
+					"ratelimit.buckets.orders.redis.timeout=2s")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				MeterRegistry meters = context.getBean(MeterRegistry.class);
+				RateLimiter orders = context.getBean("orders", RateLimiter.class);
+				for (int i = 0; i < 5; i++) {
+					assertThat(orders.tryAcquire(1)).isTrue();
+				}
+				assertThat(meters.get("ratelimit.calls").tags("bucket", "orders", "outcome", "granted").functionCounter()
+					.count()).isEqualTo(5.0);
+				// the batch of 5, and refills sent in the background when half of it is spent: fewer calls than grants
+				assertThat(meters.get("ratelimit.backend.calls").tags("bucket", "orders", "outcome", "ok").timer()
+					.count()).isBetween(1L, 3L);
+				// 10 - 5 granted, wherever they are: in Redis or in this instance's batch
+				assertThat(orders.snapshot().available()).isEqualTo(5.0);
+			});
+	}
+
+	@Test
+	void aBatchOnALocalBucketOrAboveTheLimitFailsStartUpNamingTheProperty() {
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+				"ratelimit.buckets.local.redis.batch=auto")
+			.run((context) -> assertThat(context).getFailure()
+				.hasMessageContaining("ratelimit.buckets.local.redis.batch")
+				.hasMessageContaining("none on a local bucket"));
+		this.runner.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + redis.port(),
+				"ratelimit.buckets.orders.redis.batch=11")
+			.run((context) -> assertThat(context).getFailure()
+				.hasMessageContaining("ratelimit.buckets.orders.redis.batch")
+				.hasMessageContaining("none | auto | a whole number from 1 to the limit (10)"));
+	}
+
 	@Test
 	void failsStartUpSayingWhatIsMissingWithoutAConnectionFactory() {
 		new ApplicationContextRunner()

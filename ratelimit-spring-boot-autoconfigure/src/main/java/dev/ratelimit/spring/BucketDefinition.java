@@ -165,6 +165,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		long resolvedLimit = (limit != null) ? limit : defaultLimit(bucket.getRate());
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
+		checkBatch(name, redis, backend, resolvedLimit, capped, at);
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
 				redis, keysMax(name, bucket, at));
 	}
@@ -419,6 +420,40 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		if (redis.getKeyPrefix() == null) {
 			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.key-prefix", null,
 					"a string (may be empty)");
+		}
+	}
+
+	/** Contract revision 3, batches: {@code redis.batch} and {@code redis.batch-hold}, on Redis only. */
+	private static void checkBatch(String name, RateLimitProperties.Redis redis, Backend backend, long limit,
+			boolean capped, String at) {
+		String batch = redis.getBatch();
+		String spec = (batch != null) ? batch.strip() : "";
+		boolean none = spec.equals("none");
+		if (!none && backend == Backend.LOCAL) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.batch", batch,
+					"none on a local bucket: batches take tokens from a bucket on Redis (backend: redis)");
+		}
+		if (!none && !spec.equals("auto")) {
+			long n;
+			try {
+				n = Long.parseLong(spec);
+			}
+			catch (NumberFormatException ex) {
+				n = 0;
+			}
+			if (n < 1 || n > limit) {
+				throw RateLimitConfigurationException.invalidProperty(name, at + "redis.batch", batch,
+						"none | auto | a whole number from 1 to the limit (" + limit + ")");
+			}
+		}
+		if (!none && capped) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.batch", batch,
+					"none with capped-release: true (tokens in flight are released one call at a time)");
+		}
+		Duration hold = redis.getBatchHold();
+		if (hold == null || hold.toMillis() < 1) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "redis.batch-hold", hold,
+					"a duration of at least 1ms, e.g. 100ms");
 		}
 	}
 

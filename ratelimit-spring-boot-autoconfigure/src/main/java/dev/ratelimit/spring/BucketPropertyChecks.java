@@ -45,7 +45,7 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "keys.max", "mode");
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "mode");
 
 	/**
 	 * Every property a plan takes, relative to {@code ratelimit.buckets.<name>.plans.<plan>} (contract
@@ -53,7 +53,7 @@ final class BucketPropertyChecks {
 	 */
 	static final List<String> PLAN_KNOWN = List.of("rate", "period", "limit", "capped-release", "max-wait",
 			"burst-ratio", "max-backlog", "calendar", "zone", "mode", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease");
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold");
 
 	/** Why a bucket property is not one of a plan's. */
 	private static final Map<String, String> NOT_IN_PLAN = Map.ofEntries(
@@ -64,7 +64,7 @@ final class BucketPropertyChecks {
 			Map.entry("plans", "a plan has no plans of its own"));
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
-			"redis.lease");
+			"redis.lease", "redis.batch-hold");
 
 	private static final Set<String> WHOLE_NUMBERS = Set.of("limit", "initial", "keys.max");
 
@@ -108,6 +108,7 @@ final class BucketPropertyChecks {
 			Map.entry("zone", new Typed(ZoneId.class, "a time zone ID, e.g. UTC, Europe/Berlin or +05:30")),
 			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
 			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
+			Map.entry("redis.batch-hold", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
 			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");

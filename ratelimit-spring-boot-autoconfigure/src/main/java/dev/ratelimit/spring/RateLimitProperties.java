@@ -941,6 +941,34 @@ public class RateLimitProperties {
 		 */
 		private Duration lease = Duration.ofMinutes(1);
 
+		/**
+		 * Batches: none (one Redis call per grant), auto (as many tokens at a time as this instance's callers
+		 * took in the last batch-hold, at least 1, at most half the limit) or a whole number from 1 to the limit
+		 * of tokens taken from Redis at a time and granted here.
+		 */
+		private String batch = "none";
+
+		/**
+		 * The longest this instance keeps tokens of a batch unused before it gives them back to Redis.
+		 */
+		private Duration batchHold = Duration.ofMillis(100);
+
+		public String getBatch() {
+			return this.batch;
+		}
+
+		public void setBatch(String batch) {
+			this.batch = batch;
+		}
+
+		public Duration getBatchHold() {
+			return this.batchHold;
+		}
+
+		public void setBatchHold(Duration batchHold) {
+			this.batchHold = batchHold;
+		}
+
 		public Duration getLease() {
 			return this.lease;
 		}

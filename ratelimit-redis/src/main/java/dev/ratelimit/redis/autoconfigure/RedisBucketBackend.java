@@ -105,6 +105,8 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 			.cappedRelease(definition.cappedRelease())
 			.timeout(definition.redis().getTimeout())
 			.lease(definition.redis().getLease())
+			.batch(definition.redis().getBatch())
+			.batchHold(definition.redis().getBatchHold())
 			.onFailure(RedisTokenBucket.OnFailure.valueOf(definition.redis().getOnFailure().name()))
 			.stats(stats);
 	}
