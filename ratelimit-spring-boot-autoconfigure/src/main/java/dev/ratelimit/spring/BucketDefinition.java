@@ -11,6 +11,7 @@ import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.SharedTokenBucket;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
@@ -95,11 +96,19 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit);
 
 	/**
-	 * The most keys with a bucket of their own, when the bucket is used with a key.
+	 * The most keys with a bucket of their own, when the bucket is used with a key (revision 2; with it,
+	 * keys beyond share an overflow bucket).
 	 *
-	 * @return {@code keys.max}, {@code >= 1}
+	 * @return {@code keys.max}, {@code >= 1}, or {@code 0} when not set (the memory alone bounds the keys)
 	 */
 	int keysMax();
+
+	/**
+	 * The most bytes the store of the keys' buckets takes, when the bucket is used with a key (revision 3).
+	 *
+	 * @return {@code keys.memory} in bytes, from 1 MB to {@link KeyedBuckets#MAX_MEMORY}
+	 */
+	long keysMemory();
 
 	/**
 	 * Checks and resolves one configured bucket.
@@ -166,7 +175,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		long initial = (bucket.getInitial() != null) ? bucket.getInitial() : resolvedLimit;
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
-				redis, keysMax(name, bucket, at));
+				redis, keysMax(name, bucket, at), keysMemory(name, bucket, at));
 	}
 
 	/**
@@ -203,6 +212,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		merged.setCalendar(bucket.getCalendar());
 		merged.setZone(bucket.getZone());
 		merged.getKeys().setMax(bucket.getKeys().getMax());
+		merged.getKeys().setMemory(bucket.getKeys().getMemory());
 		merged.getRedis().setKeyPrefix(bucket.getRedis().getKeyPrefix());
 		merged.getRedis().setTimeout(bucket.getRedis().getTimeout());
 		merged.getRedis().setOnFailure(bucket.getRedis().getOnFailure());
@@ -223,18 +233,21 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param cappedRelease whether tokens return only on release
 	 * @param maxWait the longest a caller waits
 	 * @param redis the Redis settings (used only by the redis backend)
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
 	record Shared(String name, Backend backend, BigDecimal rate, Duration period, Rate exactRate, long limit,
-			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax)
-			implements BucketDefinition {
+			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax,
+			long keysMemory) implements BucketDefinition {
 
 		@Override
 		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			long l = (newLimit != null) ? newLimit : this.limit;
-			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
-					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis, this.keysMax);
+			// a full bucket's initial follows its limit: a key's bucket made after the retune starts full (K4)
+			long i = (this.initial == this.limit) ? l : Math.max(Math.min(this.initial, l), 0);
+			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l, i,
+					this.cappedRelease, this.maxWait, this.redis, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -249,10 +262,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param maxWait the longest a caller waits
 	 * @param burstRatio the catch-up ratio, or {@code null} for the pacer's default
 	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
-			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax)
+			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax, long keysMemory)
 			implements BucketDefinition {
 
 		@Override
@@ -265,7 +279,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			Long l = (newLimit != null) ? newLimit : this.limit;
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
-					this.burstRatio, this.maxBacklog, this.keysMax);
+					this.burstRatio, this.maxBacklog, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -278,9 +292,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param calendar the calendar period
 	 * @param zone the calendar's time zone
 	 * @param maxWait the longest a caller waits (for the next boundary)
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
-	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax)
+	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax,
+			long keysMemory)
 			implements BucketDefinition {
 
 		@Override
@@ -332,7 +348,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 								+ ", change the limit instead");
 			}
 			long l = (newLimit != null) ? checkedQuotaLimit(this.name, newLimit) : this.limit;
-			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax);
+			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -352,7 +368,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 		}
 		return new Hybrid(name, bucket.getRate(), bucket.getPeriod(), exact, bucket.getLimit(), maxWait,
-				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at));
+				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at), keysMemory(name, bucket, at));
 	}
 
 	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend, String at) {
@@ -380,7 +396,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"a duration >= 0, e.g. 0, 100ms or 2s");
 		}
 		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
-		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at));
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at),
+				keysMemory(name, bucket, at));
 	}
 
 	private static void refuseOnQuota(String name, String property, boolean set) {
@@ -412,11 +429,23 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	private static int keysMax(String name, RateLimitProperties.Bucket bucket, String at) {
-		int max = bucket.getKeys().getMax();
+		Integer max = bucket.getKeys().getMax();
+		if (max == null) {
+			return 0;
+		}
 		if (max < 1) {
 			throw RateLimitConfigurationException.invalidProperty(name, at + "keys.max", max, CoreArguments.accepted("keys.max"));
 		}
 		return max;
+	}
+
+	private static long keysMemory(String name, RateLimitProperties.Bucket bucket, String at) {
+		DataSize memory = bucket.getKeys().getMemory();
+		if (memory == null || memory.toBytes() < (1L << 20) || memory.toBytes() > KeyedBuckets.MAX_MEMORY) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "keys.memory", memory,
+					"a size from 1MB to 64MB, e.g. 16MB (default 64MB)");
+		}
+		return memory.toBytes();
 	}
 
 	/**

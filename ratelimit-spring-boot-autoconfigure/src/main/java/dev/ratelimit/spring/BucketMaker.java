@@ -63,7 +63,7 @@ final class BucketMaker {
 		});
 	}
 
-	private LongSupplier clock() {
+	LongSupplier clock() {
 		LongSupplier nanos = this.clock;
 		if (nanos == null) {
 			RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)

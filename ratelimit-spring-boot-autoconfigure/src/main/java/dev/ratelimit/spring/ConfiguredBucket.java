@@ -80,13 +80,16 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
+		// a key's debts are remembered here for the buckets of this JVM; a Redis key's hash keeps its own (K7)
+		boolean remember = template.backend() == Backend.LOCAL;
 		if (this.plans.isEmpty()) {
-			return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
-					this::bringUpToDate);
+			return new KeyedBuckets(template.keysMax(), template.keysMemory(), remember, make.clock(),
+					(key) -> make.createForKey(this.definition, key), this::bringUpToDate);
 		}
 		Map<String, @Nullable Duration> maxWaits = new LinkedHashMap<>();
 		this.plans.forEach((plan, settings) -> maxWaits.put(plan, settings.maxWait()));
-		return new KeyedBuckets(template.keysMax(), new KeyedBuckets.Maker() {
+		return new KeyedBuckets(template.keysMax(), template.keysMemory(), remember, make.clock(),
+				new KeyedBuckets.Maker() {
 
 			@Override
 			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
@@ -151,7 +154,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.plans = Collections.unmodifiableMap(changed);
 		KeyedBuckets keys = this.keyed;
 		if (keys != null) {
-			keys.retuned(plan);
+			keys.retuned(plan, nanosPerToken(current), nanosPerToken(next));
 		}
 	}
 
@@ -215,6 +218,16 @@ final class ConfiguredBucket implements RegisteredBucket {
 	public int keys() {
 		KeyedBuckets keys = this.keyed;
 		return (keys != null) ? keys.size() : 0;
+	}
+
+	@Override
+	public double keysLoad() {
+		KeyedBuckets keys = this.keyed;
+		return (keys != null) ? keys.load() : 0;
+	}
+
+	private static double nanosPerToken(BucketDefinition definition) {
+		return (double) definition.exactRate().period().toNanos() / definition.exactRate().tokens();
 	}
 
 	@Override
@@ -295,7 +308,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.definition = next;
 		KeyedBuckets keys = this.keyed;
 		if (keys != null) {
-			keys.retuned();
+			keys.retuned(nanosPerToken(current), nanosPerToken(next));
 		}
 	}
 
