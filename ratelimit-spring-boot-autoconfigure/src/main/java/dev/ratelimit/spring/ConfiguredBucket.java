@@ -80,15 +80,11 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
-		// a key's debts are remembered here for the buckets of this JVM; a Redis key's hash keeps its own (K7)
-		boolean remember = template.backend() == Backend.LOCAL;
-		if (this.plans.isEmpty()) {
-			return new KeyedBuckets(template.keysMax(), template.keysMemory(), remember, make.clock(),
-					(key) -> make.createForKey(this.definition, key), this::bringUpToDate);
-		}
 		Map<String, @Nullable Duration> maxWaits = new LinkedHashMap<>();
 		this.plans.forEach((plan, settings) -> maxWaits.put(plan, settings.maxWait()));
-		return new KeyedBuckets(template.keysMax(), template.keysMemory(), remember, make.clock(),
+		// a key's bucket on a backend keeps its state there; what its object keeps here, the backend says (K7)
+		BucketBackend backend = (template.backend() != Backend.LOCAL) ? make.backendOf(template) : null;
+		return new KeyedBuckets(template.keysMax(), template.keysMemory(), true, make.clock(),
 				new KeyedBuckets.Maker() {
 
 			@Override
@@ -102,6 +98,32 @@ final class ConfiguredBucket implements RegisteredBucket {
 				bringUpToDate(bucket, settings);
 				if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
 					pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
+				}
+			}
+
+			@Override
+			public boolean keepsStateElsewhere() {
+				return backend != null;
+			}
+
+			@Override
+			public long untilFull(RateLimiter bucket) {
+				return (backend != null) ? backend.untilFullHere(bucket) : KeyedBuckets.Maker.super.untilFull(bucket);
+			}
+
+			@Override
+			public void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
+				if (backend == null) {
+					KeyedBuckets.Maker.super.owe(plan, bucket, ahead, whole);
+					return;
+				}
+				// from the settings in force, not the bucket's view (which would ask the backend)
+				BucketDefinition settings = settingsOf(plan);
+				long limit = (settings instanceof BucketDefinition.Shared shared) ? shared.limit() : 1;
+				long missing = KeyedBuckets.missing(settings.exactRate().tokens(), settings.exactRate().period(), limit,
+						ahead, whole);
+				if (missing > 0) {
+					backend.owe(bucket, missing);
 				}
 			}
 		}, maxWaits);

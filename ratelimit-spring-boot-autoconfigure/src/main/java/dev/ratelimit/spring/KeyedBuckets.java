@@ -56,7 +56,7 @@ public final class KeyedBuckets {
 	 *
 	 * Memory: keys.memory (at most MAX_MEMORY) is split: 13/16 for the entries (ENTRIES_SHARE), 1/8 for the
 	 * exact records (DEBT_BYTES each), 1/16 for the spill cells (8 bytes each). At the default 64 MB that
-	 * is 52 MB of entries (over 75,000 live keys of KEY_CHARS characters, over 85,000 of 16), 524,288
+	 * is 52 MB of entries (over 65,000 live keys of KEY_CHARS characters, over 74,000 of 16), 524,288
 	 * exact debts and 524,288 spill cells.
 	 *
 	 * Invariants:
@@ -79,8 +79,8 @@ public final class KeyedBuckets {
 	 * exception is at the end of K8); the Debts cost the other 3/16 (at least DEBT_MIN_SLOTS and
 	 * SPILL_MIN_CELLS, 192 KB, which keys.memory's least value, 1 MB, covers), made once. A key costs
 	 * ENTRY_BYTES plus 2 bytes per character of a key of up to KEY_CHARS characters, or DIGEST_BYTES for a
-	 * longer one (measured: KeyedBucketsTests.aKeyCostsAtMostItsStatedBytes;
-	 * KeyedBucketsHeapTests.keysOfEverySizeUpToAMegabyteKeepTheHeapWithinKeysMemory). An explicit keys.max
+	 * longer one (measured: KeyedBucketsHeapTests.aKeyCostsAtMostItsStatedBytes, and
+	 * keysOfEverySizeUpToAMegabyteKeepTheHeapWithinKeysMemory for the whole store). An explicit keys.max
 	 * bounds the number of keys too, as in revision 2 (below).
 	 *
 	 * K4, retunes reach every key as of the retune's instant: the template's generation moves with each
@@ -129,9 +129,16 @@ public final class KeyedBuckets {
 	 * generous; with plans, a spilled key is charged its whole limit while that instant is ahead, since the
 	 * rate it was recorded at is not kept). Either way the bucket has at most the tokens the forgotten one
 	 * would have had then, and gains them no faster, so limit + rate * w holds for every key across any
-	 * number of drops. Only the buckets of this JVM need it (backend local); a Redis key's hash lives in
-	 * Redis, so forgetting its local object loses nothing. KeyedBucketsModelTests.sprayersNeverPushAKeyOverItsBound
-	 * NorLockOutKeysWithinTheirRate, KeyedBucketsTests.aForgottenKeyComesBackOwingWhatItOwed.
+	 * number of drops. On Redis a key's hash lives in Redis, whatever happens to its object here; what
+	 * forgetting the object can lose is its local policy's in-memory bucket (the mirror of what Redis
+	 * granted here, which limits the key here when Redis does not answer): its "full at" is recorded the
+	 * same way (Maker.untilFull: BucketBackend.untilFullHere, never a call to Redis), and the object made
+	 * again owes it to that in-memory bucket only (Maker.owe: BucketBackend.owe), never to Redis; an object
+	 * whose in-memory bucket is not full is not idle (RedisLocalMirrorTests
+	 * .aKeysBucketWhoseMirrorOwesTokensIsNotIdleAndOwesThemWhenMadeAgain).
+	 * KeyedBucketsModelTests.sprayersNeverPushAKeyOverItsBoundNorLockOutKeysWithinTheirRate,
+	 * KeyedBucketsTests.aForgottenKeyComesBackOwingWhatItOwedAndNoKeySharesABucket,
+	 * aForgottenKeyStillOwesWhatItOwedAfterARetuneAtTheNewRate, aForgottenKeyOwesNothingAfterAReset.
 	 *
 	 * K8, no lock-out through the bound: no bucket is shared by keys (there is no overflow bucket unless
 	 * keys.max is set). Room for a new key is made from idle buckets first, then from forgotten ones (K7),
@@ -156,7 +163,8 @@ public final class KeyedBuckets {
 	 *
 	 * Revision 2's keys.max, when set: at most that many keys have a bucket; when that many are kept and
 	 * none is idle, a new key shares the overflow bucket (counted by ratelimit.keys.overflow) until one
-	 * is. That shared bucket is what revision 3 warns about, so it exists only with keys.max.
+	 * is (on Redis, where the key's state is in Redis, "idle" is Redis's: an object whose local policy's
+	 * in-memory bucket owes tokens is forgotten with that debt, K7; Maker.keepsStateElsewhere). That shared bucket is what revision 3 warns about, so it exists only with keys.max.
 	 *
 	 * No background thread: the sweep runs on the way, when a new key needs room and once every
 	 * SWEEP_EVERY new keys otherwise, looking at SWEEP_STEP entries at a time from where it stopped.
@@ -182,10 +190,11 @@ public final class KeyedBuckets {
 
 	/**
 	 * What one key's entry costs besides its characters: the map's node and table slot, the entry, the
-	 * rover bucket and the key's string header (measured on a 64-bit JVM with compressed references: at
-	 * most 642 bytes for a key of 64 one-byte characters; rounded up, KeyedBucketsTests measures it).
+	 * rover bucket and the key's string header (measured on a 64-bit JVM with compressed references: 688
+	 * bytes for a key of 64 one-byte characters, and about as much per key of a store filled with keys of
+	 * every length, digests included; rounded up: KeyedBucketsHeapTests measures both).
 	 */
-	public static final int ENTRY_BYTES = 580;
+	public static final int ENTRY_BYTES = 700;
 
 	/** What a digested key costs (the digest object). */
 	static final int DIGEST_BYTES = 32;
@@ -206,8 +215,8 @@ public final class KeyedBuckets {
 	static final int PROBES = 4;
 
 	/**
-	 * The default {@code keys.memory}: 64 MB, of which 13/16 hold live keys: over 75,000 keys of
-	 * {@value #KEY_CHARS} characters at once, over 85,000 of 16; and 3/16 what forgotten keys owe: 524,288
+	 * The default {@code keys.memory}: 64 MB, of which 13/16 hold live keys: over 65,000 keys of
+	 * {@value #KEY_CHARS} characters at once, over 74,000 of 16; and 3/16 what forgotten keys owe: 524,288
 	 * of them exactly (K7, K8).
 	 */
 	public static final long DEFAULT_MEMORY = 64L << 20;
@@ -293,7 +302,7 @@ public final class KeyedBuckets {
 	 * @param max the most keys with a bucket of their own, {@code >= 1}, or {@code 0} for no bound but
 	 *        the memory (then there is no overflow bucket)
 	 * @param memory the most bytes the store takes, {@code 1..}{@value #MAX_MEMORY}
-	 * @param remember whether a forgotten bucket's debt is remembered here (K7: buckets of this JVM)
+	 * @param remember whether a forgotten bucket's debt is remembered (K7; only tests turn it off)
 	 * @param clock the template's clock, in nanoseconds
 	 * @param factory makes a key's bucket (and, for a {@code null} key, the overflow bucket) from the
 	 *        template as it is now; it receives the key as stored (a long key's {@link Digest})
@@ -334,7 +343,7 @@ public final class KeyedBuckets {
 	 * @param max the most keys with a bucket of their own, {@code >= 1}, or {@code 0} for no bound but
 	 *        the memory (then there is no overflow bucket)
 	 * @param memory the most bytes the store takes, {@code 1..}{@value #MAX_MEMORY}
-	 * @param remember whether a forgotten bucket's debt is remembered here (K7: buckets of this JVM)
+	 * @param remember whether a forgotten bucket's debt is remembered (K7; only tests turn it off)
 	 * @param clock the template's clock, in nanoseconds
 	 * @param maker makes a key's bucket with a plan's settings, and brings a bucket to them; it receives
 	 *        the key as stored (a long key's {@link Digest})
@@ -391,6 +400,77 @@ public final class KeyedBuckets {
 		 * @param bucket the bucket
 		 */
 		void follow(@Nullable String plan, RateLimiter bucket);
+
+		/**
+		 * What forgetting a key's bucket would lose (K7): the nanoseconds until it is full again, 0 when it
+		 * is full, or {@code -1} when it cannot be forgotten now (callers waiting, tokens in flight or claimed
+		 * ahead, or a pacer or a quota, which are only dropped when idle). The default reads the bucket's
+		 * snapshot: a bucket of this JVM.
+		 *
+		 * @param bucket a key's bucket
+		 * @return nanoseconds, 0, or {@code -1}
+		 */
+		default long untilFull(RateLimiter bucket) {
+			RateLimiterSnapshot snapshot = bucket.snapshot();
+			if (snapshot.waiting() != 0 || snapshot.inFlight() != 0 || snapshot.deficiency() != 0
+					|| snapshot.pools() != null || snapshot.resetsAt() != null) {
+				return -1;
+			}
+			return snapshot.untilFull().toNanos();
+		}
+
+		/**
+		 * Makes a bucket just made for a forgotten key owe what its forgotten one still missed (K7):
+		 * {@code ahead} nanoseconds before it is full, at its rate, rounded up, at most its limit (all of
+		 * its limit with {@code whole}). The default reads the bucket's settings from its snapshot and
+		 * charges it.
+		 *
+		 * @param plan the plan the bucket was made on, or {@code null} for the template
+		 * @param bucket the bucket
+		 * @param ahead the nanoseconds until the forgotten bucket is full, {@code > 0}
+		 * @param whole whether it owes its whole limit (a spilled debt of a bucket with plans)
+		 */
+		default void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
+			RateLimiterSnapshot s = bucket.snapshot();
+			long missing = missing(s.rate(), s.period(), (long) Math.ceil(s.limit()), ahead, whole);
+			if (missing > 0) {
+				bucket.charge(missing);
+			}
+		}
+
+		/**
+		 * Whether a key's state lives outside this JVM (Redis), so that forgetting its object loses only what
+		 * {@link #untilFull} says: then, with {@code keys.max}, a key's object that its backend counts as idle
+		 * but whose state here owes tokens (the local policy's in-memory bucket) is forgotten with its debt
+		 * kept, as it was dropped before that state counted.
+		 *
+		 * @return {@code true} for a backend's buckets
+		 */
+		default boolean keepsStateElsewhere() {
+			return false;
+		}
+	}
+
+	/**
+	 * The tokens a bucket of {@code rate} per {@code period} misses {@code ahead} nanoseconds before it is
+	 * full: ceil(rate * ahead / period), at most {@code limit} ({@code limit} itself with {@code whole}).
+	 *
+	 * @param rate tokens per period
+	 * @param period the period
+	 * @param limit the bucket's limit
+	 * @param ahead nanoseconds until full, {@code > 0}
+	 * @param whole whether the whole limit is owed
+	 * @return the tokens, {@code 0..limit}
+	 */
+	static long missing(long rate, Duration period, long limit, long ahead, boolean whole) {
+		if (whole) {
+			return limit;
+		}
+		BigInteger[] qr = BigInteger.valueOf(rate)
+			.multiply(BigInteger.valueOf(ahead))
+			.divideAndRemainder(BigInteger.valueOf(period.toNanos()));
+		long missing = qr[0].min(BigInteger.valueOf(Long.MAX_VALUE)).longValue() + ((qr[1].signum() > 0) ? 1 : 0);
+		return Math.min(missing, limit);
 	}
 
 	/** One plan of the bucket: its name, its index (K7), the generation of its settings (K5), its max-wait. */
@@ -560,7 +640,7 @@ public final class KeyedBuckets {
 		int generation = generationOf(made);
 		RateLimiter bucket = this.maker.make((made != null) ? made.name : null, key);
 		if (debt != null) {
-			charge(bucket, debt); // K7: before anyone can take from it
+			charge(made, bucket, debt); // K7: before anyone can take from it
 		}
 		Entry fresh = new Entry(key, bucket, generation, made, cost);
 		Entry existing = this.entries.putIfAbsent(key, fresh);
@@ -576,27 +656,11 @@ public final class KeyedBuckets {
 	}
 
 	/** Charges a bucket just made the tokens its forgotten one would still miss (K7). */
-	private void charge(RateLimiter bucket, Debt debt) {
-		long ahead = debt.fullAt - this.clock.getAsLong();
-		if (ahead <= 0) {
-			return;
-		}
-		RateLimiterSnapshot s = bucket.snapshot();
-		long limit = (long) Math.ceil(s.limit());
-		long missing;
-		if (debt.plan < 0 && this.plans != null) {
-			missing = limit; // spilled on a bucket with plans: the rate it owed at is not kept (K7)
-		}
-		else {
-			// ceil(tokens * ahead / period), at most limit: what the forgotten bucket misses now, rounded up
-			BigInteger[] qr = BigInteger.valueOf(s.rate())
-				.multiply(BigInteger.valueOf(ahead))
-				.divideAndRemainder(BigInteger.valueOf(s.period().toNanos()));
-			missing = qr[0].min(BigInteger.valueOf(Long.MAX_VALUE)).longValue() + ((qr[1].signum() > 0) ? 1 : 0);
-			missing = Math.min(missing, limit);
-		}
-		if (missing > 0) {
-			bucket.charge(missing);
+	private void charge(@Nullable Plan plan, RateLimiter bucket, Debt debt) {
+		long ahead = debt.fullAt() - this.clock.getAsLong();
+		if (ahead > 0) {
+			// spilled on a bucket with plans: the rate it owed at is not kept, so its whole limit (K7)
+			this.maker.owe((plan != null) ? plan.name : null, bucket, ahead, debt.plan() < 0 && this.plans != null);
 		}
 	}
 
@@ -642,8 +706,8 @@ public final class KeyedBuckets {
 				if (reserve(cost)) {
 					return true; // room given back meanwhile
 				}
-				if (this.size.get() >= this.max) {
-					continue; // revision 2's bound: only idle buckets make room
+				if (this.size.get() >= this.max && !this.maker.keepsStateElsewhere()) {
+					continue; // revision 2's bound: only idle buckets make room (K8)
 				}
 				if (forgetOne() && reserve(cost)) {
 					return true;
@@ -948,7 +1012,7 @@ public final class KeyedBuckets {
 		}
 		RateLimiter bucket = this.maker.make((made != null) ? made.name : null, k);
 		if (debt != null) {
-			charge(bucket, debt);
+			charge(made, bucket, debt);
 		}
 		return bucket;
 	}
@@ -1314,12 +1378,7 @@ public final class KeyedBuckets {
 			if (s == RETIRED || (s & USERS) != 0) {
 				return -1;
 			}
-			RateLimiterSnapshot snapshot = this.limiter.snapshot();
-			if (snapshot.waiting() != 0 || snapshot.inFlight() != 0 || snapshot.deficiency() != 0
-					|| snapshot.pools() != null || snapshot.resetsAt() != null) {
-				return -1;
-			}
-			return snapshot.untilFull().toNanos();
+			return KeyedBuckets.this.maker.untilFull(this.limiter);
 		}
 
 		synchronized void catchUp() {

@@ -772,8 +772,8 @@ public class RateLimitProperties {
 		private @Nullable Integer max;
 
 		/**
-		 * Most memory the keys' buckets take, from 1MB to 64MB; a key costs about 320 bytes plus its
-		 * characters (at most 64: a longer key is held by its digest).
+		 * Most memory the keys' buckets take, from 1MB to 64MB; a live key is charged 700 bytes plus
+		 * 2 per character (at most 64: a longer key is held by its digest), a forgotten one 16 bytes.
 		 */
 		private DataSize memory = DataSize.ofMegabytes(64);
 
