@@ -166,7 +166,8 @@ public final class CalendarQuota implements RateLimiter {
 
 	private CalendarQuota(Builder builder) {
 		if (builder.unit == null && builder.calendar == null) {
-			throw new IllegalArgumentException("calendar must be set: one of " + QuotaCalendar.Unit.names());
+			throw new InvalidArgumentException("calendar", null, null, null,
+					"calendar must be set: one of " + QuotaCalendar.Unit.names());
 		}
 		this.calendar = (builder.calendar != null) ? builder.calendar : QuotaCalendar.of(builder.unit, builder.zone);
 		this.limit = checkedLimit(builder.limit);
@@ -197,8 +198,7 @@ public final class CalendarQuota implements RateLimiter {
 	@Override
 	public boolean tryAcquire(long n) {
 		checkCost(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		long second = nowSecond();
@@ -214,24 +214,14 @@ public final class CalendarQuota implements RateLimiter {
 		finally {
 			this.lock.unlock();
 		}
-		if (granted) {
-			this.stats.recordGranted(0);
-		}
-		else {
-			this.stats.recordRejected();
-		}
-		return granted;
+		return Amounts.counted(granted, this.stats);
 	}
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " tokens" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "tokens", this.name)) {
 			return Permit.noop();
 		}
 		Claim claim = claim(n, maxWait);
@@ -293,7 +283,7 @@ public final class CalendarQuota implements RateLimiter {
 	 */
 	@Override
 	public void refund(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long second = nowSecond();
@@ -321,7 +311,7 @@ public final class CalendarQuota implements RateLimiter {
 	 */
 	@Override
 	public void charge(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long second = nowSecond();
@@ -329,7 +319,7 @@ public final class CalendarQuota implements RateLimiter {
 		try {
 			advance(second);
 			if (n > MAX_OWED - this.used - this.queuedCharges) {
-				throw new IllegalArgumentException("n (" + n + ") would make" + ((this.name != null) ? " '" + this.name
+				throw new InvalidArgumentException("n", n, 0L, MAX_OWED - this.used - this.queuedCharges, "n (" + n + ") would make" + ((this.name != null) ? " '" + this.name
 						+ "'" : " the quota") + " owe more than " + MAX_OWED + " tokens");
 			}
 			if (this.queue.isEmpty()) {
@@ -415,7 +405,7 @@ public final class CalendarQuota implements RateLimiter {
 	 */
 	@Override
 	public void updateRate(long tokens, Duration period) {
-		throw new IllegalArgumentException(((this.name != null) ? "'" + this.name + "'" : "This")
+		throw new InvalidArgumentException("rate", tokens, null, null, ((this.name != null) ? "'" + this.name + "'" : "This")
 				+ " is a calendar quota: it has no rate (its allowance is its limit, " + this.limit + " per "
 				+ this.calendar.unit() + "); change the limit instead");
 	}
@@ -636,36 +626,27 @@ public final class CalendarQuota implements RateLimiter {
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	private void checkCost(long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 tokens, was " + n);
-		}
+		Amounts.nonNegative(n);
 		long limit = this.limit;
 		if (n > limit) {
-			throw new IllegalArgumentException("n must be at most " + limit + " tokens (the limit of"
+			throw new InvalidArgumentException("n", n, 0L, limit, "n must be at most " + limit + " tokens (the limit of"
 					+ ((this.name != null) ? " '" + this.name + "'" : " the quota") + " per " + this.calendar.unit()
 					+ ": more can never be granted in one period), was " + n);
 		}
 	}
 
-	private static long checkedAmount(long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0 tokens, was " + n);
-		}
-		return n;
-	}
-
 	private static long checkedLimit(@Nullable Long limit) {
 		if (limit == null) {
-			throw new IllegalArgumentException("limit must be set: the tokens per calendar period, 1.." + MAX_LIMIT);
+			throw new InvalidArgumentException("limit", null, 1L, MAX_LIMIT,
+					"limit must be set: the tokens per calendar period, 1.." + MAX_LIMIT);
 		}
 		if (limit < 1 || limit > MAX_LIMIT) {
-			throw new IllegalArgumentException("limit must be between 1 and " + MAX_LIMIT + " tokens, was " + limit);
+			throw new InvalidArgumentException("limit", limit, 1L, MAX_LIMIT,
+					"limit must be between 1 and " + MAX_LIMIT + " tokens, was " + limit);
 		}
 		return limit;
 	}
@@ -822,7 +803,7 @@ public final class CalendarQuota implements RateLimiter {
 		 */
 		public Builder calendar(QuotaCalendar calendar) {
 			if (calendar == null) {
-				throw new IllegalArgumentException("calendar must not be null");
+				throw new InvalidArgumentException("calendar", null, null, null, "calendar must not be null");
 			}
 			this.calendar = calendar;
 			this.unit = null;
@@ -837,7 +818,7 @@ public final class CalendarQuota implements RateLimiter {
 		 */
 		public Builder zone(ZoneId zone) {
 			if (zone == null) {
-				throw new IllegalArgumentException("zone must not be null");
+				throw new InvalidArgumentException("zone", null, null, null, "zone must not be null");
 			}
 			this.zone = zone;
 			return this;
@@ -851,7 +832,7 @@ public final class CalendarQuota implements RateLimiter {
 		 */
 		public Builder clock(InstantSource clock) {
 			if (clock == null) {
-				throw new IllegalArgumentException("clock must not be null");
+				throw new InvalidArgumentException("clock", null, null, null, "clock must not be null");
 			}
 			this.clock = clock;
 			return this;
@@ -865,7 +846,7 @@ public final class CalendarQuota implements RateLimiter {
 		 */
 		public Builder stats(StatsRecorder stats) {
 			if (stats == null) {
-				throw new IllegalArgumentException("stats must not be null");
+				throw new InvalidArgumentException("stats", null, null, null, "stats must not be null");
 			}
 			this.stats = stats;
 			return this;

@@ -255,8 +255,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	@Override
 	public boolean tryAcquire(long n) {
 		checkOperations(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		boolean granted;
@@ -272,24 +271,14 @@ public final class HybridRateLimiter implements RateLimiter {
 		finally {
 			this.lock.unlock();
 		}
-		if (granted) {
-			this.stats.recordGranted(0);
-		}
-		else {
-			this.stats.recordRejected();
-		}
-		return granted;
+		return Amounts.counted(granted, this.stats);
 	}
 
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
 		checkOperations(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " operations" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "operations", this.name)) {
 			return Permit.noop();
 		}
 		Claim claim = claim(n, maxWait);
@@ -373,7 +362,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void refund(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -403,7 +392,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	 */
 	@Override
 	public void charge(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.nonNegative(n) == 0) {
 			return;
 		}
 		long now = this.clock.getAsLong();
@@ -837,9 +826,7 @@ public final class HybridRateLimiter implements RateLimiter {
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	/**
@@ -847,30 +834,11 @@ public final class HybridRateLimiter implements RateLimiter {
 	 * credits later tickets; the claims ahead are covered by the head, which does not move).
 	 */
 	private void wakeBehind(long ticket) {
-		for (Claim claim : this.sleepers) {
-			if (claim.ticket - ticket > 0) {
-				claim.wakeUp();
-			}
-		}
-	}
-
-	/** A refund's or a charge's operations: any {@code n >= 0}. */
-	private static long checkedAmount(long n) {
-		if (n < 0) {
-			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
-		}
-		return n;
+		Sleepers.wakeBehind(this.sleepers, ticket, (claim) -> claim.ticket);
 	}
 
 	private void checkOperations(long n) {
-		if (n < 0) {
-			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0 operations, was " + n);
-		}
-		if (n > SharedTokenBucket.MAX_COST) {
-			throw new InvalidArgumentException("n", n, 0L, SharedTokenBucket.MAX_COST,
-					"n must be at most 2^50 (" + SharedTokenBucket.MAX_COST
-					+ ") operations, was " + n);
-		}
+		Amounts.checked(n);
 		long max = this.settings.maxOperations();
 		if (n > max) {
 			throw new InvalidArgumentException("n", n, 0L, max, "n must be at most " + max + " operations (what the active and"

@@ -68,10 +68,12 @@ public final class QuotaCalendar {
 	 */
 	public static QuotaCalendar of(Unit unit, ZoneId zone) {
 		if (unit == null) {
-			throw new IllegalArgumentException("calendar must be one of " + Unit.names() + ", was null");
+			throw new InvalidArgumentException("calendar", null, null, null,
+					"calendar must be one of " + Unit.names() + ", was null");
 		}
 		if (zone == null) {
-			throw new IllegalArgumentException("zone must be a time zone (e.g. UTC or Europe/Berlin), was null");
+			throw new InvalidArgumentException("zone", null, null, null,
+					"zone must be a time zone (e.g. UTC or Europe/Berlin), was null");
 		}
 		return new QuotaCalendar(unit, zone);
 	}
@@ -272,7 +274,8 @@ public final class QuotaCalendar {
 					}
 				}
 			}
-			throw new IllegalArgumentException("calendar must be one of " + names() + ", was " + name);
+			throw new InvalidArgumentException("calendar", name, null, null,
+					"calendar must be one of " + names() + ", was " + name);
 		}
 
 		/**

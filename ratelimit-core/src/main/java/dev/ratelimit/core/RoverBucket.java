@@ -803,23 +803,4 @@ abstract class RoverBucket {
 			return withBase(this.base, next);
 		}
 	}
-
-	/** Tokens given back or charged: {@code 0..MAX_COST}. */
-	static long checkedAmount(long n) {
-		checkNonNegative(n);
-		checkAtMostMaxCost(n);
-		return n;
-	}
-
-	static void checkAtMostMaxCost(long n) {
-		if (n > MAX_COST) {
-			throw new InvalidArgumentException("n", n, 0L, MAX_COST, "n must be at most 2^50 (" + MAX_COST + "), was " + n);
-		}
-	}
-
-	static void checkNonNegative(long n) {
-		if (n < 0) {
-			throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0, was " + n);
-		}
-	}
 }

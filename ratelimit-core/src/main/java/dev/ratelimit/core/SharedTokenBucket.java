@@ -194,7 +194,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * @param n the tokens released, {@code >= 0}
 	 */
 	public void release(long n) {
-		checkNonNegative(n);
+		Amounts.nonNegative(n);
 		if (this.cappedRelease && n > 0) {
 			synchronized (this.lock) {
 				long now = enterLocked();
@@ -220,7 +220,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 */
 	@Override
 	public void refund(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.checked(n) == 0) {
 			return;
 		}
 		synchronized (this.lock) {
@@ -243,7 +243,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 */
 	@Override
 	public void refund(long n, Permit permit) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.checked(n) == 0) {
 			return;
 		}
 		long toCeiling = (permit instanceof CappedPermit held && held.bucket == this) ? held.takeBack(n) : 0;
@@ -268,7 +268,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 */
 	@Override
 	public void charge(long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.checked(n) == 0) {
 			return;
 		}
 		synchronized (this.lock) {
@@ -289,7 +289,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * @param n the tokens of that claim
 	 */
 	public void refund(long ticket, long n) {
-		if (checkedAmount(n) == 0) {
+		if (Amounts.checked(n) == 0) {
 			return;
 		}
 		int wake;
@@ -413,7 +413,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	 * @return the wait, {@code > 0} for {@code missing > 0}, {@code 0} for none
 	 */
 	public long durationFor(long missing) {
-		checkNonNegative(missing);
+		Amounts.nonNegative(missing);
 		return (missing == 0) ? 0 : Math.max(1, this.state.rate.nanosFor(quantum(missing)));
 	}
 
@@ -494,8 +494,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	@Override
 	public boolean tryAcquire(long n) {
 		checkCost(n);
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedAtOnce(n, this.stats)) {
 			return true;
 		}
 		if (!claimCovered(n)) {
@@ -510,11 +509,7 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		long budget = AbstractReservation.budgetNanos(maxWait);
 		checkCost(n);
-		if (Thread.currentThread().isInterrupted()) {
-			throw new InterruptedException("Interrupted before acquiring " + n + " tokens" + of());
-		}
-		if (n == 0) {
-			this.stats.recordGranted(0);
+		if (Amounts.grantedBeforeWaiting(n, this.stats, "tokens", this.name)) {
 			return Permit.noop();
 		}
 		long now = now();
@@ -731,18 +726,12 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	}
 
 	private void wakeAll() {
-		for (Claim claim : this.sleepers) {
-			claim.wakeUp();
-		}
+		Sleepers.wakeAll(this.sleepers);
 	}
 
 	/** W1: a claim given back as a hole at {@code ticket} moves up the claims behind it, and only them. */
 	private void wakeBehind(long ticket) {
-		for (Claim claim : this.sleepers) {
-			if (claim.ticket - ticket > 0) {
-				claim.wakeUp();
-			}
-		}
+		Sleepers.wakeBehind(this.sleepers, ticket, (claim) -> claim.ticket);
 	}
 
 	private Permit permitFor(long n) {
@@ -750,8 +739,8 @@ public final class SharedTokenBucket extends StripedBucket implements RateLimite
 	}
 
 	private void checkCost(long n) {
-		checkNonNegative(n);
-		checkAtMostMaxCost(n);
+		Amounts.nonNegative(n);
+		Amounts.atMostMaxCost(n);
 		if (this.cappedRelease && n > this.state.limit) {
 			throw new InvalidArgumentException("n", n, 0L, this.state.limit, "n must be at most the limit (" + this.state.limit
 					+ ") of capped bucket" + of() + ", was " + n + ": it could never be granted");

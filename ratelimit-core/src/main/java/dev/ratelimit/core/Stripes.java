@@ -81,7 +81,7 @@ final class Stripes {
 
 	Stripes(int count, @Nullable IntSupplier chooser) {
 		if (Integer.bitCount(count) != 1) {
-			throw new IllegalArgumentException("stripes must be a power of two, was " + count);
+			throw new InvalidArgumentException("stripes", count, 1, null, "stripes must be a power of two, was " + count);
 		}
 		this.stripes = new Stripe[count];
 		for (int i = 0; i < count; i++) {

@@ -48,6 +48,23 @@ class SharedTokenBucketModelTests {
 		}
 	}
 
+	/**
+	 * Issue #30: with the clock going back and rate or limit changes in between, a claim was covered up to two
+	 * tokens before an exact token bucket fed the same claims could pay it (6 of 500 random sequences seen from
+	 * outside, never without the clock going back). The general run draws that combination rarely (a retune is
+	 * 4 % of the operations); this run draws it densely: between claims, the clock steps back and the rate or
+	 * the limit changes, in every mode, every step checked against the reference.
+	 */
+	@Test
+	void aClockGoingBackBetweenRateChangesNeverCoversAClaimBeforeAnExactBucketCould() {
+		long seeds = new SplittableRandom().nextLong();
+		for (long i = 0; i < SEQUENCES / 4; i++) {
+			Run run = new Run(seeds + i);
+			run.retunesAndClockSteps = true;
+			run.execute();
+		}
+	}
+
 	@Test
 	void agreesOnTheHandPickedHardCases() {
 		for (long seed = 0; seed < 500; seed++) {
@@ -83,6 +100,9 @@ class SharedTokenBucketModelTests {
 		private final List<long[]> grabs = new ArrayList<>();
 
 		private long elapsed;
+
+		/** Draw mostly clock steps (back among them), retunes and claims: the combination of issue #30. */
+		private boolean retunesAndClockSteps;
 
 		Run(long seed) {
 			this.seed = seed;
@@ -228,6 +248,10 @@ class SharedTokenBucketModelTests {
 		}
 
 		private void step() {
+			if (this.retunesAndClockSteps) {
+				retuneStep();
+				return;
+			}
 			if (this.striped && this.random.nextInt(3) != 0) {
 				burst();
 				return;
@@ -278,6 +302,49 @@ class SharedTokenBucketModelTests {
 			else {
 				reset();
 			}
+		}
+
+		/** A step of the retune-dense run: a clock step (often back), a rate or limit change, or a claim. */
+		private void retuneStep() {
+			int op = this.random.nextInt(100);
+			if (op < 15) {
+				clockBack();
+			}
+			else if (op < 25) {
+				moveClock();
+			}
+			else if (op < 40) {
+				updateRate();
+			}
+			else if (op < 50) {
+				updateLimit();
+			}
+			else if (op < 65) {
+				reserve();
+			}
+			else if (op < 75) {
+				tryAcquire();
+			}
+			else if (op < 85) {
+				poll();
+			}
+			else if (op < 90) {
+				cancel();
+			}
+			else if (op < 95) {
+				refund();
+			}
+			else {
+				closePermit();
+			}
+		}
+
+		/** The clock steps back by up to a few intervals of the current rate (at most a year). */
+		private void clockBack() {
+			long interval = Math.max(1, Math.min(this.ref.intervalNanos(), YEAR / 8));
+			long delta = -(1 + this.random.nextLong(interval * (1 + this.random.nextInt(8))));
+			this.clock.advanceNanos(delta);
+			log("clock %+d ns", delta);
 		}
 
 		/**

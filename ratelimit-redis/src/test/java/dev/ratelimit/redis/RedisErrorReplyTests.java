@@ -8,11 +8,23 @@ import ch.qos.logback.classic.Level;
 import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.spi.ILoggingEvent;
 import ch.qos.logback.core.read.ListAppender;
+import dev.ratelimit.core.RateLimiter;
+import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
+import dev.ratelimit.spring.autoconfigure.RateLimitMetricsAutoConfiguration;
 import io.lettuce.core.api.sync.RedisCommands;
+import io.micrometer.core.instrument.MeterRegistry;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.slf4j.LoggerFactory;
+
+import org.springframework.boot.autoconfigure.AutoConfigurations;
+import org.springframework.boot.data.redis.autoconfigure.DataRedisAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.CompositeMeterRegistryAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.MetricsAutoConfiguration;
+import org.springframework.boot.micrometer.metrics.autoconfigure.export.simple.SimpleMetricsExportAutoConfiguration;
+import org.springframework.boot.test.context.runner.ApplicationContextRunner;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -185,6 +197,56 @@ class RedisErrorReplyTests {
 		finally {
 			buckets.close();
 		}
+	}
+
+	/**
+	 * What an operator sees of an error-replying Redis is the meters, not {@code isUp()}: in an application,
+	 * every error reply is timed as {@code ratelimit.backend.calls} with {@code outcome=error} (none as
+	 * {@code ok}), the {@code ratelimit.backend.up} gauge reads 0 while writes fail and 1 again once they work.
+	 */
+	@Test
+	void errorRepliesShowInTheMetersOfAnApplication() {
+		new ApplicationContextRunner()
+			.withConfiguration(AutoConfigurations.of(DataRedisAutoConfiguration.class, RateLimitAutoConfiguration.class,
+					RateLimitRedisAutoConfiguration.class, MetricsAutoConfiguration.class,
+					CompositeMeterRegistryAutoConfiguration.class, SimpleMetricsExportAutoConfiguration.class,
+					RateLimitMetricsAutoConfiguration.class))
+			.withPropertyValues("spring.data.redis.host=127.0.0.1", "spring.data.redis.port=" + this.redis.port(),
+					"ratelimit.buckets.full.backend=redis", "ratelimit.buckets.full.rate=1",
+					"ratelimit.buckets.full.period=1h", "ratelimit.buckets.full.limit=1000",
+					"ratelimit.buckets.full.redis.timeout=500ms", "ratelimit.buckets.full.redis.on-failure=deny")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				MeterRegistry meters = context.getBean(MeterRegistry.class);
+				RateLimiter bucket = context.getBean("full", RateLimiter.class);
+				assertThat(bucket.tryAcquire(1)).isTrue();
+				assertThat(up(meters)).isEqualTo(1.0);
+				double okBefore = calls(meters, "ok");
+				fill(this.redis.admin());
+				for (int i = 0; i < 3 * FailureDetector.FAILURES_TO_TRIP; i++) {
+					assertThat(bucket.tryAcquire(1)).as("deny while every write fails").isFalse();
+				}
+				assertThat(up(meters)).as("ratelimit.backend.up while Redis answers OOM").isZero();
+				assertThat(calls(meters, "error")).as("error replies timed with outcome=error")
+					.isGreaterThanOrEqualTo(FailureDetector.FAILURES_TO_TRIP);
+				assertThat(calls(meters, "ok")).as("no error reply counted as ok").isEqualTo(okBefore);
+				this.redis.admin().configSet("maxmemory", "0");
+				long deadline = System.nanoTime() + Duration.ofSeconds(20).toNanos();
+				while (up(meters) == 0 && System.nanoTime() - deadline < 0) {
+					bucket.tryAcquire(1); // the probe, when due, finds the writes working
+					Thread.sleep(50);
+				}
+				assertThat(up(meters)).as("ratelimit.backend.up once writes work").isEqualTo(1.0);
+			});
+	}
+
+	private static double up(MeterRegistry meters) {
+		return meters.get("ratelimit.backend.up").tags("bucket", "full", "backend", "redis").gauge().value();
+	}
+
+	private static double calls(MeterRegistry meters, String outcome) {
+		var timer = meters.find("ratelimit.backend.calls").tags("bucket", "full", "outcome", outcome).timer();
+		return timer == null ? 0 : timer.count();
 	}
 
 	private static RedisTokenBucketBuilder keyed() {

@@ -184,6 +184,16 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * plan's {@code limit} left unset is the bucket's when the bucket sets one, else one period of the
 	 * plan's rate. Errors name the plan's property ({@code ratelimit.buckets.api.plans.pro.rate}).
 	 *
+	 * <p>A plan takes every bucket property but {@code type}, {@code backend}, {@code keys}, {@code plans}
+	 * and {@code initial}. When a key's plan changes, its bucket takes the new plan's rate, period, limit,
+	 * max-wait and burst ratio at once, keeping its tokens; the properties that make the kind of bucket a
+	 * key has ({@code capped-release}, {@code max-backlog}, {@code calendar}, {@code zone},
+	 * {@code redis.*}) are those of the plan the key's bucket was made on, until it is made again (a key
+	 * new to the bucket, or whose bucket was dropped as full and idle): a bucket cannot turn capped release
+	 * on with tokens in flight, nor a quota move its count to another calendar. A plan's {@code mode:
+	 * shadow} puts the calls of the keys on it in shadow mode at once (the plan's mode is not stored with
+	 * the bucket); {@code enforce} leaves the bucket's mode.
+	 *
 	 * @param name the bucket name
 	 * @param bucket the bucket's bound properties (the template)
 	 * @param plan the plan's name
@@ -205,19 +215,25 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			merged.setPeriod(bucket.getPeriod());
 		}
 		merged.setLimit((settings.getLimit() != null) ? settings.getLimit() : bucket.getLimit());
-		merged.setCappedRelease(bucket.getCappedRelease());
-		merged.setMaxWait((settings.getMaxWait() != null) ? settings.getMaxWait() : bucket.getMaxWait());
-		merged.setBurstRatio((settings.getBurstRatio() != null) ? settings.getBurstRatio() : bucket.getBurstRatio());
-		merged.setMaxBacklog(bucket.getMaxBacklog());
-		merged.setCalendar(bucket.getCalendar());
-		merged.setZone(bucket.getZone());
+		merged.setCappedRelease(or(settings.getCappedRelease(), bucket.getCappedRelease()));
+		merged.setMaxWait(or(settings.getMaxWait(), bucket.getMaxWait()));
+		merged.setBurstRatio(or(settings.getBurstRatio(), bucket.getBurstRatio()));
+		merged.setMaxBacklog(or(settings.getMaxBacklog(), bucket.getMaxBacklog()));
+		merged.setCalendar(or(settings.getCalendar(), bucket.getCalendar()));
+		merged.setZone(or(settings.getZone(), bucket.getZone()));
 		merged.getKeys().setMax(bucket.getKeys().getMax());
 		merged.getKeys().setMemory(bucket.getKeys().getMemory());
-		merged.getRedis().setKeyPrefix(bucket.getRedis().getKeyPrefix());
-		merged.getRedis().setTimeout(bucket.getRedis().getTimeout());
-		merged.getRedis().setOnFailure(bucket.getRedis().getOnFailure());
-		merged.getRedis().setLease(bucket.getRedis().getLease());
+		RateLimitProperties.PlanRedis redis = settings.getRedis();
+		merged.getRedis().setKeyPrefix(or(redis.getKeyPrefix(), bucket.getRedis().getKeyPrefix()));
+		merged.getRedis().setTimeout(or(redis.getTimeout(), bucket.getRedis().getTimeout()));
+		merged.getRedis().setOnFailure(or(redis.getOnFailure(), bucket.getRedis().getOnFailure()));
+		merged.getRedis().setLease(or(redis.getLease(), bucket.getRedis().getLease()));
 		return of(name, merged, "plans." + plan + ".");
+	}
+
+	/** A plan's setting, or the bucket's where the plan sets none. */
+	private static <T> @Nullable T or(@Nullable T plan, @Nullable T bucket) {
+		return (plan != null) ? plan : bucket;
 	}
 
 	/**
@@ -284,8 +300,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	/**
-	 * A calendar quota ({@code type: quota}), local. Its allowance is its limit per calendar period; it
-	 * has no rate.
+	 * A calendar quota ({@code type: quota}), in this JVM or on Redis. Its allowance is its limit per
+	 * calendar period; it has no rate.
 	 *
 	 * @param name the bucket name
 	 * @param limit the tokens per calendar period
@@ -293,16 +309,12 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param zone the calendar's time zone
 	 * @param maxWait the longest a caller waits (for the next boundary)
 	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param backend where the count lives
+	 * @param redis the Redis settings (used only by the redis backend)
 	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
 	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax,
-			long keysMemory)
-			implements BucketDefinition {
-
-		@Override
-		public Backend backend() {
-			return Backend.LOCAL;
-		}
+			Backend backend, RateLimitProperties.Redis redis, long keysMemory) implements BucketDefinition {
 
 		/**
 		 * The limit: tokens per calendar period (the view's {@code rate}).
@@ -348,7 +360,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 								+ ", change the limit instead");
 			}
 			long l = (newLimit != null) ? checkedQuotaLimit(this.name, newLimit) : this.limit;
-			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax, this.keysMemory);
+			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax, this.backend, this.redis,
+					this.keysMemory);
 		}
 	}
 
@@ -378,10 +391,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		refuseOnQuota(name, at + "capped-release", bucket.getCappedRelease() != null);
 		refuseOnQuota(name, at + "burst-ratio", bucket.getBurstRatio() != null);
 		refuseOnQuota(name, at + "max-backlog", bucket.getMaxBacklog() != null);
-		if (backend != Backend.LOCAL) {
-			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
-					"local: a quota runs in this JVM (a quota on redis is not available yet)");
-		}
 		if (bucket.getLimit() == null) {
 			throw RateLimitConfigurationException.missingProperty(name, at + "limit",
 					"the tokens of each calendar period, a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
@@ -396,7 +405,9 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"a duration >= 0, e.g. 0, 100ms or 2s");
 		}
 		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
-		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at),
+		RateLimitProperties.Redis redis = bucket.getRedis();
+		checkRedis(name, redis, at);
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at), backend, redis,
 				keysMemory(name, bucket, at));
 	}
 

@@ -7,6 +7,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.ToLongFunction;
 
@@ -33,6 +34,9 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	private final BucketStats stats;
 
+	/** The plans in shadow mode (their {@code mode: shadow}). */
+	private final Set<String> shadowPlans;
+
 	/** The plans' settings in force, by name in configuration order (retunes replace the map); empty without plans. */
 	private volatile Map<String, BucketDefinition> plans;
 
@@ -42,6 +46,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats,
 			Map<String, BucketDefinition> plans) {
+		this(definition, limiter, maker, stats, plans, Set.of());
+	}
+
+	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats,
+			Map<String, BucketDefinition> plans, Set<String> shadowPlans) {
+		this.shadowPlans = Set.copyOf(shadowPlans);
 		this.definition = definition;
 		this.limiter = limiter;
 		this.maker = maker;
@@ -141,6 +151,11 @@ final class ConfiguredBucket implements RegisteredBucket {
 	@Override
 	public Map<String, BucketDefinition> plans() {
 		return this.plans;
+	}
+
+	@Override
+	public Set<String> shadowPlans() {
+		return this.shadowPlans;
 	}
 
 	@Override

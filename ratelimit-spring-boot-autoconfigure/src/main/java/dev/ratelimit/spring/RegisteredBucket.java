@@ -104,6 +104,16 @@ public interface RegisteredBucket {
 	}
 
 	/**
+	 * The plans whose keys' calls are in shadow mode (a plan's {@code mode: shadow}, contract revision 3,
+	 * "Plans"), whatever the bucket's own mode.
+	 *
+	 * @return the plans' names; empty for none
+	 */
+	default java.util.Set<String> shadowPlans() {
+		return java.util.Set.of();
+	}
+
+	/**
 	 * The application's {@link RateLimitPlanResolver}, for a bucket with plans whose call does not name
 	 * a plan itself (contract revision 3, "Plans"). Looked up once, when a front end resolves its calls.
 	 *

@@ -13,7 +13,7 @@ import io.micrometer.core.instrument.Timer;
  * counters) and records the {@code ratelimit.wait} timer only for granted calls that waited: a call
  * that did not wait pays one counter increment and nothing else.
  */
-public class MicrometerBucketStatsFactory implements BucketStatsFactory {
+class MicrometerBucketStatsFactory implements BucketStatsFactory {
 
 	private final Supplier<MeterRegistry> meters;
 

@@ -10,7 +10,7 @@ import org.jspecify.annotations.Nullable;
  * (contract revision 3), so that traces show where time went to limits; a call granted at once makes
  * none.
  */
-public final class ObservationWaitObserver implements WaitObserver {
+final class ObservationWaitObserver implements WaitObserver {
 
 	private static final DefaultRateLimitObservationConvention DEFAULT = new DefaultRateLimitObservationConvention();
 

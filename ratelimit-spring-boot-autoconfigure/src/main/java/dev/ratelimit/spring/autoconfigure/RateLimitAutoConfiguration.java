@@ -1,35 +1,21 @@
 package dev.ratelimit.spring.autoconfigure;
 
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.Executor;
 
 import dev.ratelimit.core.RateLimiter;
-import dev.ratelimit.core.StatsRecorder;
-import dev.ratelimit.spring.WaitObserver;
-import dev.ratelimit.spring.actuate.MicrometerBucketStatsFactory;
-import dev.ratelimit.spring.actuate.ObservationWaitObserver;
-import dev.ratelimit.spring.actuate.RateLimitObservationConvention;
 import dev.ratelimit.spring.aop.RateLimitAdvisor;
 import dev.ratelimit.spring.engine.RateLimitExecutors;
 import dev.ratelimit.spring.aop.RateLimitInterceptor;
 import dev.ratelimit.spring.engine.GrantObserver;
-import dev.ratelimit.spring.web.ActuatorPaths;
-import dev.ratelimit.spring.web.RateLimitExceptionHandler;
-import dev.ratelimit.spring.web.RateLimitFilter;
-import dev.ratelimit.spring.web.RateLimitWebFilter;
-import dev.ratelimit.spring.web.ReactiveLevels;
-import dev.ratelimit.spring.web.ServletLevels;
-import dev.ratelimit.spring.web.WebRules;
 import dev.ratelimit.spring.BucketDefinitions;
-import dev.ratelimit.spring.BucketStatsFactory;
+import dev.ratelimit.spring.web.RateLimitWebConfiguration;
+import dev.ratelimit.spring.actuate.RateLimitObservabilityConfiguration;
 import dev.ratelimit.spring.DefaultRateLimiterRegistry;
 import dev.ratelimit.spring.RateLimitConfigurationException;
 import dev.ratelimit.spring.RateLimitProperties;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.RateLimitBucketRegistrar;
-import io.micrometer.core.instrument.MeterRegistry;
-import io.micrometer.observation.ObservationRegistry;
 
 import org.springframework.beans.factory.BeanNotOfRequiredTypeException;
 import org.springframework.beans.factory.ListableBeanFactory;
@@ -38,21 +24,12 @@ import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.beans.factory.config.BeanDefinition;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingClass;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnProperty;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnWebApplication;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
-import org.springframework.boot.web.servlet.FilterRegistrationBean;
-import org.springframework.context.ApplicationContext;
-import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.context.annotation.Role;
 import org.springframework.core.env.Environment;
-import org.springframework.web.filter.reactive.ServerWebExchangeContextFilter;
 
 /**
  * Auto-configuration of the ratelimit starter: a bean per bucket of {@code ratelimit.buckets} (named
@@ -70,79 +47,12 @@ import org.springframework.web.filter.reactive.ServerWebExchangeContextFilter;
 @AutoConfiguration
 @ConditionalOnBooleanProperty(name = "ratelimit.enabled", matchIfMissing = true)
 @EnableConfigurationProperties(RateLimitProperties.class)
+@Import({ RateLimitObservabilityConfiguration.class, RateLimitWebConfiguration.class })
 public final class RateLimitAutoConfiguration {
 
 	@Bean
 	static RateLimitBucketRegistrar rateLimitBucketRegistrar() {
-		return new RateLimitBucketRegistrar(List.of(RateLimitAutoConfiguration::webRuleErrors));
-	}
-
-	/**
-	 * The web rules' errors, reported with the buckets' (every error of the tree at once), where the
-	 * rules are checked at all: where {@link WebRulesConfiguration} registered its {@link WebRules} (a web
-	 * application with Spring's path patterns, and no {@code WebRules} bean of its own), which it has
-	 * when the registrar runs.
-	 */
-	private static List<RateLimitConfigurationException> webRuleErrors(RateLimitProperties properties,
-			BucketDefinitions definitions, Set<String> invalid, ApplicationContext context) {
-		if (!(context instanceof ConfigurableApplicationContext configurable)
-				|| !configurable.getBeanFactory().containsBeanDefinition(WEB_RULES_BEAN_NAME)
-				|| !WEB_RULES_BEAN_NAME.equals(
-						configurable.getBeanFactory().getBeanDefinition(WEB_RULES_BEAN_NAME).getFactoryMethodName())) {
-			return List.of();
-		}
-		return WebRules.errors(properties.getWeb().getRules(), definitions, invalid);
-	}
-
-	/** The name of the web rules' bean, its factory method's. */
-	private static final String WEB_RULES_BEAN_NAME = "rateLimitWebRules";
-
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnMissingClass("io.micrometer.core.instrument.MeterRegistry")
-	static class CountingStatsConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		BucketStatsFactory rateLimitBucketStatsFactory() {
-			return (bucket) -> StatsRecorder.concurrent();
-		}
-	}
-
-	/**
-	 * With Micrometer on the class path, buckets also time their waits on the application's registry
-	 * (looked up when a bucket is made, after every registry exists; without one, they only count).
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnClass(name = "io.micrometer.core.instrument.MeterRegistry")
-	static class MicrometerStatsConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		BucketStatsFactory rateLimitBucketStatsFactory(ObjectProvider<MeterRegistry> meters) {
-			MicrometerBucketStatsFactory timed = new MicrometerBucketStatsFactory(meters::getObject);
-			return (bucket) -> (meters.getIfAvailable() != null) ? timed.create(bucket) : StatsRecorder.concurrent();
-		}
-	}
-
-	/**
-	 * With Micrometer's observation API on the class path and an {@code ObservationRegistry} that records,
-	 * calls that wait or are refused make a {@code ratelimit.acquire} observation; without one, buckets
-	 * observe nothing and pay nothing.
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnClass(name = "io.micrometer.observation.ObservationRegistry")
-	static class ObservationConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		WaitObserver rateLimitWaitObserver(ObjectProvider<ObservationRegistry> registry,
-				ObjectProvider<RateLimitObservationConvention> convention) {
-			ObservationRegistry observations = registry.getIfAvailable();
-			if (observations == null || observations.isNoop()) {
-				return WaitObserver.NONE;
-			}
-			return new ObservationWaitObserver(observations, convention.getIfAvailable());
-		}
+		return new RateLimitBucketRegistrar(List.of(RateLimitWebConfiguration::ruleErrors));
 	}
 
 	@Bean
@@ -189,105 +99,5 @@ public final class RateLimitAutoConfiguration {
 				new RateLimitInterceptor(registry::getObject, executors::getObject, observers::getIfAvailable));
 		advisor.setOrder(order);
 		return advisor;
-	}
-
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnWebApplication
-	@ConditionalOnClass(name = "org.springframework.http.ProblemDetail")
-	static class WebConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		RateLimitExceptionHandler rateLimitExceptionHandler(RateLimitProperties properties,
-				ObjectProvider<RateLimiterRegistry> registry) {
-			return new RateLimitExceptionHandler(properties.getWeb().isExposeKey(), properties.getWeb().getHeaders(),
-					registry::getIfAvailable);
-		}
-	}
-
-	/**
-	 * After Spring Security's filter chain ({@code spring.security.filter.order}, -100 by default), so
-	 * that {@code principal} keys resolve.
-	 */
-	static int ruleFilterOrder(Environment environment) {
-		return environment.getProperty("spring.security.filter.order", Integer.class, -100) + 10;
-	}
-
-	/**
-	 * The web rules, checked at start-up, for whichever kind of web application this is.
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@ConditionalOnWebApplication
-	@ConditionalOnClass(name = "org.springframework.web.util.pattern.PathPattern")
-	static class WebRulesConfiguration {
-
-		@Bean
-		@ConditionalOnMissingBean
-		WebRules rateLimitWebRules(RateLimitProperties properties, BucketDefinitions definitions,
-				ObjectProvider<RateLimiterRegistry> registry) {
-			return WebRules.of(properties.getWeb().getRules(), definitions, registry::getObject);
-		}
-	}
-
-	/**
-	 * Web rules in a Spring MVC application: a servlet filter, registered only when rules exist.
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@Import(WebRulesConfiguration.class)
-	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.SERVLET)
-	@ConditionalOnClass(name = { "jakarta.servlet.Filter", "org.springframework.web.filter.OncePerRequestFilter",
-			"org.springframework.web.util.pattern.PathPattern" })
-	static class ServletRulesConfiguration {
-
-		@Bean
-		FilterRegistrationBean<RateLimitFilter> rateLimitFilter(WebRules rules, RateLimitProperties properties,
-				Environment environment, ListableBeanFactory beans, ObjectProvider<RateLimitExecutors> executors) {
-			RateLimitProperties.Web web = properties.getWeb();
-			FilterRegistrationBean<RateLimitFilter> registration = new FilterRegistrationBean<>(new RateLimitFilter(
-					rules, web.getHeaders(), web.isExposeKey(), ActuatorPaths.of(environment, beans, true),
-					executors::getObject));
-			registration.setOrder(ruleFilterOrder(environment));
-			registration.setAsyncSupported(true);
-			registration.setEnabled(!rules.isEmpty());
-			return registration;
-		}
-
-		@Bean
-		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
-		GrantObserver rateLimitServletLevels() {
-			return new ServletLevels();
-		}
-	}
-
-	/**
-	 * Web rules in a WebFlux application: a {@code WebFilter}, made only when rules exist.
-	 */
-	@Configuration(proxyBeanMethods = false)
-	@Import(WebRulesConfiguration.class)
-	@ConditionalOnWebApplication(type = ConditionalOnWebApplication.Type.REACTIVE)
-	@ConditionalOnClass(name = { "org.springframework.web.server.WebFilter", "reactor.core.publisher.Mono" })
-	static class ReactiveRulesConfiguration {
-
-		/** The exchange in the Reactor context, where annotated controller methods find their response. */
-		@Bean
-		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
-		@ConditionalOnMissingBean
-		ServerWebExchangeContextFilter rateLimitExchangeContextFilter() {
-			return new ServerWebExchangeContextFilter();
-		}
-
-		@Bean
-		@ConditionalOnProperty(name = "ratelimit.web.headers", havingValue = "ietf")
-		GrantObserver rateLimitReactiveLevels() {
-			return new ReactiveLevels();
-		}
-
-		@Bean
-		RateLimitWebFilter rateLimitWebFilter(WebRules rules, RateLimitProperties properties, Environment environment,
-				ListableBeanFactory beans) {
-			RateLimitProperties.Web web = properties.getWeb();
-			return new RateLimitWebFilter(rules, web.getHeaders(), web.isExposeKey(),
-					ActuatorPaths.of(environment, beans, false), ruleFilterOrder(environment));
-		}
 	}
 }

@@ -1,9 +1,13 @@
 package dev.ratelimit.spring.http;
 
+import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
+import java.util.function.Function;
+import java.util.function.ToIntFunction;
 import java.util.stream.Collectors;
 
 import dev.ratelimit.spring.BucketDefinitions;
@@ -124,6 +128,29 @@ public final class RuleSyntax {
 			throw invalid(prefix + "cost", "is " + cost, "Set a whole number >= 0 (default 1).");
 		}
 		return cost;
+	}
+
+	/**
+	 * The rules of a match, in the order their buckets are taken: by bucket name, then by their index in
+	 * the configuration (a fixed order, so that calls matching the same rules never take the same buckets
+	 * in opposite orders).
+	 *
+	 * @param <R> a compiled rule
+	 * @param rules every rule, by index
+	 * @param mask the matching rules, bit {@code i} for rule {@code i}
+	 * @param bucket a rule's bucket
+	 * @param index a rule's index in the configuration
+	 * @return the matching rules, ordered
+	 */
+	public static <R> List<R> chosen(R[] rules, long mask, Function<R, String> bucket, ToIntFunction<R> index) {
+		List<R> chosen = new ArrayList<>();
+		for (int i = 0; i < rules.length; i++) {
+			if ((mask & (1L << i)) != 0) {
+				chosen.add(rules[i]);
+			}
+		}
+		chosen.sort(Comparator.comparing(bucket).thenComparingInt(index));
+		return chosen;
 	}
 
 	/**

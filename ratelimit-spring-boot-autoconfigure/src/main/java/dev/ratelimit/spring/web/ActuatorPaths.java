@@ -25,7 +25,7 @@ import org.springframework.util.ClassUtils;
  * ({@code /livez}, {@code /readyz}: Kubernetes restarts a pod whose liveness probe is answered 429). With the
  * actuator on a server of its own ({@code management.server.port}), nothing on the application's server is.
  */
-public final class ActuatorPaths {
+final class ActuatorPaths {
 
 	private static final String PATH_MAPPED_ENDPOINTS = "org.springframework.boot.actuate.endpoint.web.PathMappedEndpoints";
 

@@ -43,7 +43,7 @@ import org.springframework.web.filter.OncePerRequestFilter;
  * refusal found while waiting is answered on the asynchronous response; a client that goes away while
  * waiting (an async error or time-out) gives its claim back.
  */
-public class RateLimitFilter extends OncePerRequestFilter {
+class RateLimitFilter extends OncePerRequestFilter {
 
 	private final WebRules rules;
 

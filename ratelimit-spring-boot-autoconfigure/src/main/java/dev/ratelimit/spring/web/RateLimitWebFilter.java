@@ -31,7 +31,7 @@ import org.springframework.web.server.WebFilterChain;
  * completes, fails or is cancelled. Actuator paths are never limited. Ordered after Spring Security's
  * {@code WebFilterChainProxy}, so that {@code principal} keys resolve.
  */
-public class RateLimitWebFilter implements WebFilter, Ordered {
+class RateLimitWebFilter implements WebFilter, Ordered {
 
 	private final WebRules rules;
 

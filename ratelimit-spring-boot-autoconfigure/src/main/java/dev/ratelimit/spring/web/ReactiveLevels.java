@@ -15,7 +15,7 @@ import org.springframework.web.server.ServerWebExchange;
  * subscriber's context (put there by {@link ServerWebExchangeContextFilter}), for the bucket closest to
  * refusing, unless a web rule of the same request already set fields for a bucket closer still.
  */
-public final class ReactiveLevels implements GrantObserver {
+final class ReactiveLevels implements GrantObserver {
 
 	@Override
 	public @Nullable Object capture(@Nullable Object reactorContext) {

@@ -15,7 +15,7 @@ import org.springframework.web.context.request.ServletRequestAttributes;
  * {@code RateLimit-Policy} and {@code RateLimit} fields of the current response for the bucket closest
  * to refusing, unless a web rule of the same request already set fields for a bucket closer still.
  */
-public final class ServletLevels implements GrantObserver {
+final class ServletLevels implements GrantObserver {
 
 	@Override
 	public @Nullable Object capture(@Nullable Object reactorContext) {

@@ -3,7 +3,6 @@ package dev.ratelimit.spring.web;
 import java.net.InetAddress;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -40,7 +39,7 @@ import org.springframework.web.util.pattern.PathPattern;
  * over {@code #request} (the framework's request). A request without the header, anonymous under
  * {@code principal}, or whose expression gives {@code null}, shares the key {@code ""}.
  */
-public final class WebRules {
+final class WebRules {
 
 	private static final SpelExpressionParser PARSER = new SpelExpressionParser();
 
@@ -457,13 +456,7 @@ public final class WebRules {
 	}
 
 	private Matched make(long mask) {
-		List<Compiled> chosen = new ArrayList<>();
-		for (int i = 0; i < this.rules.length; i++) {
-			if ((mask & (1L << i)) != 0) {
-				chosen.add(this.rules[i]);
-			}
-		}
-		chosen.sort(Comparator.comparing((Compiled rule) -> rule.bucket).thenComparingInt((rule) -> rule.index));
+		List<Compiled> chosen = RuleSyntax.chosen(this.rules, mask, (rule) -> rule.bucket, (rule) -> rule.index);
 		RateLimiterRegistry buckets = this.registry.get();
 		List<RegisteredBucket> registered = new ArrayList<>();
 		long[] costs = new long[chosen.size()];
