@@ -15,6 +15,7 @@ import java.util.regex.Pattern;
 
 import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 import org.springframework.boot.context.properties.bind.BindException;
 import org.springframework.boot.context.properties.bind.Bindable;
@@ -45,7 +46,7 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "mode");
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "keys.memory", "mode");
 
 	/**
 	 * Every property a plan takes, relative to {@code ratelimit.buckets.<name>.plans.<plan>} (contract
@@ -60,6 +61,7 @@ final class BucketPropertyChecks {
 			Map.entry("type", "every key of a bucket has the bucket's type"),
 			Map.entry("backend", "every key of a bucket lives where the bucket does"),
 			Map.entry("keys.max", "the keys of every plan share the bucket's key store"),
+			Map.entry("keys.memory", "the keys of every plan share the bucket's key store"),
 			Map.entry("initial", "a key's bucket starts full"),
 			Map.entry("plans", "a plan has no plans of its own"));
 
@@ -109,7 +111,8 @@ final class BucketPropertyChecks {
 			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
 			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
 			Map.entry("redis.batch-hold", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
-			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));
+			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")),
+			Map.entry("keys.memory", new Typed(DataSize.class, "a size from 1MB to 64MB, e.g. 16MB")));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
 

@@ -10,6 +10,7 @@ import java.util.Map;
 
 import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.core.Ordered;
@@ -841,17 +842,32 @@ public class RateLimitProperties {
 	public static class Keys {
 
 		/**
-		 * Most keys with a bucket of their own at once; beyond it, new keys share one overflow bucket
-		 * until a key's bucket is full again and can be dropped.
+		 * Most keys with a bucket of their own at once (revision 2); beyond it, new keys share one
+		 * overflow bucket until a key's bucket is full again and can be dropped. Not set by default: the
+		 * memory alone bounds the keys, and no bucket is shared.
 		 */
-		private int max = 10000;
+		private @Nullable Integer max;
 
-		public int getMax() {
+		/**
+		 * Most memory the keys' buckets take, from 1MB to 64MB; a live key is charged 700 bytes plus
+		 * 2 per character (at most 64: a longer key is held by its digest), a forgotten one 16 bytes.
+		 */
+		private DataSize memory = DataSize.ofMegabytes(64);
+
+		public @Nullable Integer getMax() {
 			return this.max;
 		}
 
-		public void setMax(int max) {
+		public void setMax(@Nullable Integer max) {
 			this.max = max;
+		}
+
+		public DataSize getMemory() {
+			return this.memory;
+		}
+
+		public void setMemory(DataSize memory) {
+			this.memory = memory;
 		}
 	}
 

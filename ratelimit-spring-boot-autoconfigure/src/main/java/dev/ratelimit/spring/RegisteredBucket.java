@@ -153,6 +153,15 @@ public interface RegisteredBucket {
 	int keys();
 
 	/**
+	 * How full the store of this bucket's keys is (revision 3): the share of {@code keys.memory} in use.
+	 *
+	 * @return {@code 0..1}, 0 for a bucket never used with a key
+	 */
+	default double keysLoad() {
+		return 0;
+	}
+
+	/**
 	 * Runs {@code action} with the per-key buckets once the bucket is used with a key (at once if it
 	 * already is): how the meters of keyed buckets are bound.
 	 *

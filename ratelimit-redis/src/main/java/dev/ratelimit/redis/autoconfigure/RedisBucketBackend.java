@@ -65,6 +65,17 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 		return this.buckets.build(builder(bucket, stats), (key != null) ? key : "", (first) -> shareMode(first, stats));
 	}
 
+	/** A key's state lives in Redis; here only the {@code local} policy's in-memory bucket can owe tokens. */
+	@Override
+	public long untilFullHere(RateLimiter keyBucket) {
+		return ((RedisTokenBucket) keyBucket).untilLocalFull();
+	}
+
+	@Override
+	public void owe(RateLimiter keyBucket, long tokens) {
+		((RedisTokenBucket) keyBucket).oweLocally(tokens);
+	}
+
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
 		if (bucket instanceof BucketDefinition.Quota quota) {
