@@ -63,7 +63,8 @@ public class KeyedSprayBenchmark {
 
 	private SplittableRandom random;
 
-	private long[] goodNext;
+	/** The keys within their rate by the time of their next call: {time, key}. */
+	private java.util.PriorityQueue<long[]> goodNext;
 
 	private String[] goodNames;
 
@@ -99,11 +100,11 @@ public class KeyedSprayBenchmark {
 			.clock(this.now::get)
 			.build(), (bucket) -> {
 			});
-		this.goodNext = new long[this.goodKeys];
+		this.goodNext = new java.util.PriorityQueue<>((a, b) -> Long.compare(a[0] - b[0], 0));
 		this.goodNames = new String[this.goodKeys];
 		for (int i = 0; i < this.goodKeys; i++) {
 			this.goodNames[i] = "user-" + i + "@example.com";
-			this.goodNext[i] = this.now.get() + this.random.nextLong(TOKEN_NANOS);
+			this.goodNext.add(new long[] { this.now.get() + this.random.nextLong(TOKEN_NANOS), i });
 		}
 		// fill the store: 11 s of the fake clock, so that the sprayed keys owing reach their number
 		for (int i = 0; i < 20_000; i++) {
@@ -129,8 +130,9 @@ public class KeyedSprayBenchmark {
 	}
 
 	private boolean call(Counts counts) {
-		int k = this.random.nextInt(this.goodKeys);
-		long at = this.goodNext[k];
+		long[] next = this.goodNext.poll();
+		int k = (int) next[1];
+		long at = next[0];
 		if (at - this.now.get() > 0) {
 			spray(at - this.now.get());
 			this.now.set(at);
@@ -144,7 +146,8 @@ public class KeyedSprayBenchmark {
 			}
 		}
 		// within its rate: back once its n tokens are made again, so its own bucket is full at each call
-		this.goodNext[k] = this.now.get() + n * TOKEN_NANOS;
+		next[0] = this.now.get() + n * TOKEN_NANOS;
+		this.goodNext.add(next);
 		return got;
 	}
 
