@@ -54,7 +54,7 @@ final class BucketPropertyChecks {
 	 */
 	static final List<String> PLAN_KNOWN = List.of("rate", "period", "limit", "capped-release", "max-wait",
 			"burst-ratio", "max-backlog", "calendar", "zone", "mode", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold");
+			"redis.on-failure", "redis.lease");
 
 	/** Why a bucket property is not one of a plan's. */
 	private static final Map<String, String> NOT_IN_PLAN = Map.ofEntries(
