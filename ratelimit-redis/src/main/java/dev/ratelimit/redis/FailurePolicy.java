@@ -102,6 +102,18 @@ abstract sealed class FailurePolicy {
 	}
 
 	/**
+	 * How long until what this policy keeps here is full again: 0 when it keeps nothing (allow, deny) or is
+	 * full, {@code -1} while a claim waits on it. A key's bucket whose policy is not full is not idle: dropping
+	 * it would fill it again (contract revision 3, "per-key buckets under attack").
+	 *
+	 * @param tune the bucket's settings
+	 * @return nanoseconds, 0, or {@code -1}
+	 */
+	long untilFull(TemplateTune tune) {
+		return 0;
+	}
+
+	/**
 	 * The bucket was reset (contract revision 3): the local policy's bucket is full again too, so that it
 	 * keeps no debt of before the reset and grants nothing from it either.
 	 */
@@ -269,6 +281,15 @@ abstract sealed class FailurePolicy {
 		@Override
 		void reset() {
 			this.bucket.reset();
+		}
+
+		@Override
+		long untilFull(TemplateTune tune) {
+			RateLimiterSnapshot view = at(tune).snapshot();
+			if (view.waiting() != 0 || view.deficiency() != 0) {
+				return -1;
+			}
+			return view.untilFull().toNanos();
 		}
 
 		@Override

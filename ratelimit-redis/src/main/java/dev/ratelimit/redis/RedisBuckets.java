@@ -1,5 +1,6 @@
 package dev.ratelimit.redis;
 
+import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.function.Consumer;
@@ -78,6 +79,33 @@ public final class RedisBuckets implements AutoCloseable {
 			this.tunes.put(made.name(), made.tune());
 			return made;
 		}
+	}
+
+	/**
+	 * Builds a calendar quota on the shared connection (its settings are its own: a quota has no retune
+	 * record).
+	 *
+	 * @param builder the quota's settings (the connection is set here)
+	 * @param key {@code null} for the bucket itself, the empty string for its overflow bucket, else the key
+	 * @return the quota
+	 */
+	public RedisCalendarQuota buildQuota(RedisCalendarQuota.Builder builder, @Nullable String key) {
+		return builder.connection(connection()).perKey(key).build();
+	}
+
+	/**
+	 * The gate of a bucket's outbound calls (or of one key's bucket), in Redis beside the bucket, on the
+	 * buckets' connection.
+	 *
+	 * @param keyPrefix the bucket's key prefix
+	 * @param bucket the bucket's name
+	 * @param key the key of a key's bucket, or {@code null} for the bucket itself
+	 * @param timeout the longest a call of the gate waits for Redis (the bucket's timeout)
+	 * @return the gate
+	 */
+	public RedisServerGate gate(String keyPrefix, String bucket, @Nullable String key, Duration timeout) {
+		return new RedisServerGate(connection(), RedisServerGate.key(keyPrefix, bucket, key), bucket, timeout, null,
+				RedisServerGate.KEEP_MICROS);
 	}
 
 	/** One connection for every bucket, opened with the first (in the background: nothing waits for it). */

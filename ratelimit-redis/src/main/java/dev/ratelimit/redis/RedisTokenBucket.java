@@ -708,21 +708,51 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Whether this instance has nothing going on with the bucket: nobody waiting here and no capped
-	 * tokens taken here in flight. The state itself lives in Redis (and expires there when full), so
-	 * such a bucket object can be dropped and made again without any caller seeing the difference.
+	 * Whether this instance has nothing going on with the bucket: nobody waiting here, no capped tokens
+	 * taken here in flight, and (policy {@code local}) the in-memory bucket full. The state itself lives in
+	 * Redis (and expires there when full), and the in-memory bucket of a new object starts full, so such a
+	 * bucket object can be dropped and made again without any caller seeing the difference.
 	 */
 	@Override
 	public boolean isIdle() {
-		FailurePolicy.Flight flight = this.policy.flight();
-		boolean idle = this.waiting.get() == 0 && this.held.get() == 0 && (flight == null || flight.tokens() == 0)
-				&& (this.batch == null || this.batch.holdsNothing());
+		boolean idle = untilLocalFull() == 0;
 		if (idle && this.subscribed.compareAndSet(true, false)) {
 			// about to be dropped (the only caller is the sweep of the keys' buckets): a claim that waits for
 			// releases later subscribes again (a release published meanwhile is found by its next ask)
 			this.connection.unsubscribe(BucketScript.channel(this.key), this.wake);
 		}
 		return idle;
+	}
+
+	/**
+	 * What dropping this object would lose (contract revision 3, "per-key buckets under attack"): the
+	 * nanoseconds until the {@code local} policy's in-memory bucket is full again (0 for another policy, or
+	 * when it is full), or {@code -1} while something goes on here (a caller waiting, capped tokens in
+	 * flight, a batch holding tokens). Asks nothing of Redis: a key's state there is kept whatever happens to this object. The
+	 * per-key store forgets an object that owes tokens here only after recording this, and charges the
+	 * object made again for the key ({@link #oweLocally}), so that the in-memory bucket keeps the bound
+	 * across drops.
+	 *
+	 * @return nanoseconds, 0, or {@code -1}
+	 */
+	public long untilLocalFull() {
+		FailurePolicy.Flight flight = this.policy.flight();
+		if (this.waiting.get() != 0 || this.held.get() != 0 || (flight != null && flight.tokens() != 0)
+				|| (this.batch != null && !this.batch.holdsNothing())) {
+			return -1;
+		}
+		return this.policy.untilFull(this.tune);
+	}
+
+	/**
+	 * Takes {@code n} tokens from the {@code local} policy's in-memory bucket only (it may owe them), not
+	 * from Redis: what a forgotten object of this key still owed here ({@link #untilLocalFull}). Nothing for
+	 * another policy.
+	 *
+	 * @param n the tokens, {@code >= 1}
+	 */
+	public void oweLocally(long n) {
+		this.policy.mirror(Mode.CHARGE, n, this.tune);
 	}
 
 	/** Tokens were released or a waiter left the queue, here or elsewhere: capped waiters ask again. */

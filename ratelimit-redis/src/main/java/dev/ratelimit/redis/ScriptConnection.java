@@ -291,13 +291,27 @@ final class ScriptConnection implements AutoCloseable {
 	 * @return the reply, completed by Lettuce's event loop; failed at once when not connected
 	 */
 	CompletableFuture<List<Object>> run(String[] keys, String[] arguments) {
+		return run(BucketScript.SHA1, BucketScript.SOURCE, keys, arguments);
+	}
+
+	/**
+	 * Runs a script of the module ({@code bucket.lua}, {@code gate.lua}, the calendar quota's {@code quota.lua}) on one key, as
+	 * {@link #run(String[], String[])} runs the bucket's.
+	 *
+	 * @param sha1 the script's SHA-1
+	 * @param source the script
+	 * @param keys its keys
+	 * @param arguments its arguments
+	 * @return the reply, completed by Lettuce's event loop; failed at once when not connected
+	 */
+	CompletableFuture<List<Object>> run(String sha1, String source, String[] keys, String[] arguments) {
 		RedisClusterAsyncCommands<String, String> async = this.commands;
 		if (async != null) {
-			return run(async, keys, arguments);
+			return run(async, sha1, source, keys, arguments);
 		}
 		if (opening()) {
 			// the first attempt is under way: the call waits for it (its caller, at most its timeout)
-			return this.opened.thenCompose((open) -> run(open, keys, arguments));
+			return this.opened.thenCompose((open) -> run(open, sha1, source, keys, arguments));
 		}
 		connectInBackground();
 		String error = this.connectError;
@@ -305,13 +319,13 @@ final class ScriptConnection implements AutoCloseable {
 				+ ((error != null) ? ": " + error : "")));
 	}
 
-	private static CompletableFuture<List<Object>> run(RedisClusterAsyncCommands<String, String> async, String[] keys,
-			String[] arguments) {
+	private static CompletableFuture<List<Object>> run(RedisClusterAsyncCommands<String, String> async, String sha1,
+			String source, String[] keys, String[] arguments) {
 		CompletableFuture<List<Object>> reply = async
-			.<List<Object>>evalsha(BucketScript.SHA1, ScriptOutputType.MULTI, keys, arguments)
+			.<List<Object>>evalsha(sha1, ScriptOutputType.MULTI, keys, arguments)
 			.toCompletableFuture();
 		return reply.exceptionallyCompose((ex) -> isNoScript(ex)
-				? async.<List<Object>>eval(BucketScript.SOURCE, ScriptOutputType.MULTI, keys, arguments)
+				? async.<List<Object>>eval(source, ScriptOutputType.MULTI, keys, arguments)
 					.toCompletableFuture()
 				: CompletableFuture.failedFuture(ex));
 	}

@@ -41,4 +41,31 @@ public interface BucketBackend {
 	default RateLimiter create(BucketDefinition definition, StatsRecorder stats, @Nullable String key) {
 		throw new UnsupportedOperationException("The " + backend().value() + " backend has no per-key buckets");
 	}
+
+	/**
+	 * What dropping the object of one key's bucket made by this backend would lose (contract revision 3,
+	 * "per-key buckets under attack"): the nanoseconds until what it keeps in this JVM is full again (0:
+	 * nothing to lose), or {@code -1} while it cannot be dropped (callers waiting, tokens in flight here).
+	 * The per-key store records it before it forgets the object, and hands it to {@link #owe} when it makes
+	 * the key's object again.
+	 *
+	 * @param keyBucket a limiter made by {@link #create(BucketDefinition, StatsRecorder, String)}
+	 * @return nanoseconds, 0, or {@code -1}
+	 * @throws UnsupportedOperationException when the backend has no per-key buckets
+	 */
+	default long untilFullHere(RateLimiter keyBucket) {
+		throw new UnsupportedOperationException("The " + backend().value() + " backend has no per-key buckets");
+	}
+
+	/**
+	 * Makes the object of one key's bucket, just made again, owe what its forgotten object owed in this JVM
+	 * ({@link #untilFullHere}): {@code tokens} taken from its state here only.
+	 *
+	 * @param keyBucket a limiter made by {@link #create(BucketDefinition, StatsRecorder, String)}
+	 * @param tokens the tokens, {@code >= 1}
+	 * @throws UnsupportedOperationException when the backend has no per-key buckets
+	 */
+	default void owe(RateLimiter keyBucket, long tokens) {
+		throw new UnsupportedOperationException("The " + backend().value() + " backend has no per-key buckets");
+	}
 }

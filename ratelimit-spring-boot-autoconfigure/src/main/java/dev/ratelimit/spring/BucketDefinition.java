@@ -11,6 +11,7 @@ import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.SharedTokenBucket;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 /**
  * A bucket as configured under {@code ratelimit.buckets.<name>}, checked and resolved: defaults
@@ -95,11 +96,19 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	BucketDefinition withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit);
 
 	/**
-	 * The most keys with a bucket of their own, when the bucket is used with a key.
+	 * The most keys with a bucket of their own, when the bucket is used with a key (revision 2; with it,
+	 * keys beyond share an overflow bucket).
 	 *
-	 * @return {@code keys.max}, {@code >= 1}
+	 * @return {@code keys.max}, {@code >= 1}, or {@code 0} when not set (the memory alone bounds the keys)
 	 */
 	int keysMax();
+
+	/**
+	 * The most bytes the store of the keys' buckets takes, when the bucket is used with a key (revision 3).
+	 *
+	 * @return {@code keys.memory} in bytes, from 1 MB to {@link KeyedBuckets#MAX_MEMORY}
+	 */
+	long keysMemory();
 
 	/**
 	 * Checks and resolves one configured bucket.
@@ -167,7 +176,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		boolean capped = Boolean.TRUE.equals(bucket.getCappedRelease());
 		checkBatch(name, redis, backend, resolvedLimit, capped, at);
 		return new Shared(name, backend, bucket.getRate(), period, exact, resolvedLimit, initial, capped, maxWait,
-				redis, keysMax(name, bucket, at));
+				redis, keysMax(name, bucket, at), keysMemory(name, bucket, at));
 	}
 
 	/**
@@ -175,6 +184,16 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * with the plan's where it sets them, and without {@code initial} (a key's bucket starts full). A
 	 * plan's {@code limit} left unset is the bucket's when the bucket sets one, else one period of the
 	 * plan's rate. Errors name the plan's property ({@code ratelimit.buckets.api.plans.pro.rate}).
+	 *
+	 * <p>A plan takes every bucket property but {@code type}, {@code backend}, {@code keys}, {@code plans}
+	 * and {@code initial}. When a key's plan changes, its bucket takes the new plan's rate, period, limit,
+	 * max-wait and burst ratio at once, keeping its tokens; the properties that make the kind of bucket a
+	 * key has ({@code capped-release}, {@code max-backlog}, {@code calendar}, {@code zone},
+	 * {@code redis.*}) are those of the plan the key's bucket was made on, until it is made again (a key
+	 * new to the bucket, or whose bucket was dropped as full and idle): a bucket cannot turn capped release
+	 * on with tokens in flight, nor a quota move its count to another calendar. A plan's {@code mode:
+	 * shadow} puts the calls of the keys on it in shadow mode at once (the plan's mode is not stored with
+	 * the bucket); {@code enforce} leaves the bucket's mode.
 	 *
 	 * @param name the bucket name
 	 * @param bucket the bucket's bound properties (the template)
@@ -197,18 +216,25 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			merged.setPeriod(bucket.getPeriod());
 		}
 		merged.setLimit((settings.getLimit() != null) ? settings.getLimit() : bucket.getLimit());
-		merged.setCappedRelease(bucket.getCappedRelease());
-		merged.setMaxWait((settings.getMaxWait() != null) ? settings.getMaxWait() : bucket.getMaxWait());
-		merged.setBurstRatio((settings.getBurstRatio() != null) ? settings.getBurstRatio() : bucket.getBurstRatio());
-		merged.setMaxBacklog(bucket.getMaxBacklog());
-		merged.setCalendar(bucket.getCalendar());
-		merged.setZone(bucket.getZone());
+		merged.setCappedRelease(or(settings.getCappedRelease(), bucket.getCappedRelease()));
+		merged.setMaxWait(or(settings.getMaxWait(), bucket.getMaxWait()));
+		merged.setBurstRatio(or(settings.getBurstRatio(), bucket.getBurstRatio()));
+		merged.setMaxBacklog(or(settings.getMaxBacklog(), bucket.getMaxBacklog()));
+		merged.setCalendar(or(settings.getCalendar(), bucket.getCalendar()));
+		merged.setZone(or(settings.getZone(), bucket.getZone()));
 		merged.getKeys().setMax(bucket.getKeys().getMax());
-		merged.getRedis().setKeyPrefix(bucket.getRedis().getKeyPrefix());
-		merged.getRedis().setTimeout(bucket.getRedis().getTimeout());
-		merged.getRedis().setOnFailure(bucket.getRedis().getOnFailure());
-		merged.getRedis().setLease(bucket.getRedis().getLease());
+		merged.getKeys().setMemory(bucket.getKeys().getMemory());
+		RateLimitProperties.PlanRedis redis = settings.getRedis();
+		merged.getRedis().setKeyPrefix(or(redis.getKeyPrefix(), bucket.getRedis().getKeyPrefix()));
+		merged.getRedis().setTimeout(or(redis.getTimeout(), bucket.getRedis().getTimeout()));
+		merged.getRedis().setOnFailure(or(redis.getOnFailure(), bucket.getRedis().getOnFailure()));
+		merged.getRedis().setLease(or(redis.getLease(), bucket.getRedis().getLease()));
 		return of(name, merged, "plans." + plan + ".");
+	}
+
+	/** A plan's setting, or the bucket's where the plan sets none. */
+	private static <T> @Nullable T or(@Nullable T plan, @Nullable T bucket) {
+		return (plan != null) ? plan : bucket;
 	}
 
 	/**
@@ -224,18 +250,21 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param cappedRelease whether tokens return only on release
 	 * @param maxWait the longest a caller waits
 	 * @param redis the Redis settings (used only by the redis backend)
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
 	record Shared(String name, Backend backend, BigDecimal rate, Duration period, Rate exactRate, long limit,
-			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax)
-			implements BucketDefinition {
+			long initial, boolean cappedRelease, Duration maxWait, RateLimitProperties.Redis redis, int keysMax,
+			long keysMemory) implements BucketDefinition {
 
 		@Override
 		public Shared withRateAndLimit(@Nullable BigDecimal newRate, @Nullable Long newLimit) {
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			long l = (newLimit != null) ? newLimit : this.limit;
-			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l,
-					Math.max(Math.min(this.initial, l), 0), this.cappedRelease, this.maxWait, this.redis, this.keysMax);
+			// a full bucket's initial follows its limit: a key's bucket made after the retune starts full (K4)
+			long i = (this.initial == this.limit) ? l : Math.max(Math.min(this.initial, l), 0);
+			return new Shared(this.name, this.backend, r, this.period, resolveRate(this.name, r, this.period), l, i,
+					this.cappedRelease, this.maxWait, this.redis, this.keysMax, this.keysMemory);
 		}
 	}
 
@@ -250,10 +279,11 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	 * @param maxWait the longest a caller waits
 	 * @param burstRatio the catch-up ratio, or {@code null} for the pacer's default
 	 * @param maxBacklog the most schedule time caught up, or {@code null} for no bound
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
 	record Hybrid(String name, BigDecimal rate, Duration period, Rate exactRate, @Nullable Long limit,
-			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax)
+			Duration maxWait, @Nullable Double burstRatio, @Nullable Duration maxBacklog, int keysMax, long keysMemory)
 			implements BucketDefinition {
 
 		@Override
@@ -266,28 +296,26 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 			BigDecimal r = (newRate != null) ? newRate : this.rate;
 			Long l = (newLimit != null) ? newLimit : this.limit;
 			return new Hybrid(this.name, r, this.period, resolveRate(this.name, r, this.period), l, this.maxWait,
-					this.burstRatio, this.maxBacklog, this.keysMax);
+					this.burstRatio, this.maxBacklog, this.keysMax, this.keysMemory);
 		}
 	}
 
 	/**
-	 * A calendar quota ({@code type: quota}), local. Its allowance is its limit per calendar period; it
-	 * has no rate.
+	 * A calendar quota ({@code type: quota}), in this JVM or on Redis. Its allowance is its limit per
+	 * calendar period; it has no rate.
 	 *
 	 * @param name the bucket name
 	 * @param limit the tokens per calendar period
 	 * @param calendar the calendar period
 	 * @param zone the calendar's time zone
 	 * @param maxWait the longest a caller waits (for the next boundary)
-	 * @param keysMax the most keys with a bucket of their own
+	 * @param keysMax the most keys with a bucket of their own, 0 for no bound but the memory
+	 * @param backend where the count lives
+	 * @param redis the Redis settings (used only by the redis backend)
+	 * @param keysMemory the most bytes the store of the keys' buckets takes
 	 */
-	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax)
-			implements BucketDefinition {
-
-		@Override
-		public Backend backend() {
-			return Backend.LOCAL;
-		}
+	record Quota(String name, long limit, QuotaCalendar.Unit calendar, ZoneId zone, Duration maxWait, int keysMax,
+			Backend backend, RateLimitProperties.Redis redis, long keysMemory) implements BucketDefinition {
 
 		/**
 		 * The limit: tokens per calendar period (the view's {@code rate}).
@@ -333,7 +361,8 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 								+ ", change the limit instead");
 			}
 			long l = (newLimit != null) ? checkedQuotaLimit(this.name, newLimit) : this.limit;
-			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax);
+			return new Quota(this.name, l, this.calendar, this.zone, this.maxWait, this.keysMax, this.backend, this.redis,
+					this.keysMemory);
 		}
 	}
 
@@ -353,7 +382,7 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"local: hybrid buckets run in this JVM only (shared buckets may use redis)");
 		}
 		return new Hybrid(name, bucket.getRate(), bucket.getPeriod(), exact, bucket.getLimit(), maxWait,
-				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at));
+				bucket.getBurstRatio(), bucket.getMaxBacklog(), keysMax(name, bucket, at), keysMemory(name, bucket, at));
 	}
 
 	private static Quota quota(String name, RateLimitProperties.Bucket bucket, Backend backend, String at) {
@@ -363,10 +392,6 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 		refuseOnQuota(name, at + "capped-release", bucket.getCappedRelease() != null);
 		refuseOnQuota(name, at + "burst-ratio", bucket.getBurstRatio() != null);
 		refuseOnQuota(name, at + "max-backlog", bucket.getMaxBacklog() != null);
-		if (backend != Backend.LOCAL) {
-			throw RateLimitConfigurationException.invalidProperty(name, at + "backend", backend.value(),
-					"local: a quota runs in this JVM (a quota on redis is not available yet)");
-		}
 		if (bucket.getLimit() == null) {
 			throw RateLimitConfigurationException.missingProperty(name, at + "limit",
 					"the tokens of each calendar period, a whole number from 1 to " + CalendarQuota.MAX_LIMIT);
@@ -381,7 +406,10 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 					"a duration >= 0, e.g. 0, 100ms or 2s");
 		}
 		ZoneId zone = (bucket.getZone() != null) ? bucket.getZone() : ZoneOffset.UTC;
-		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at));
+		RateLimitProperties.Redis redis = bucket.getRedis();
+		checkRedis(name, redis, at);
+		return new Quota(name, limit, bucket.getCalendar(), zone, maxWait, keysMax(name, bucket, at), backend, redis,
+				keysMemory(name, bucket, at));
 	}
 
 	private static void refuseOnQuota(String name, String property, boolean set) {
@@ -447,11 +475,23 @@ public sealed interface BucketDefinition permits BucketDefinition.Shared, Bucket
 	}
 
 	private static int keysMax(String name, RateLimitProperties.Bucket bucket, String at) {
-		int max = bucket.getKeys().getMax();
+		Integer max = bucket.getKeys().getMax();
+		if (max == null) {
+			return 0;
+		}
 		if (max < 1) {
 			throw RateLimitConfigurationException.invalidProperty(name, at + "keys.max", max, CoreArguments.accepted("keys.max"));
 		}
 		return max;
+	}
+
+	private static long keysMemory(String name, RateLimitProperties.Bucket bucket, String at) {
+		DataSize memory = bucket.getKeys().getMemory();
+		if (memory == null || memory.toBytes() < (1L << 20) || memory.toBytes() > KeyedBuckets.MAX_MEMORY) {
+			throw RateLimitConfigurationException.invalidProperty(name, at + "keys.memory", memory,
+					"a size from 1MB to 64MB, e.g. 16MB (default 64MB)");
+		}
+		return memory.toBytes();
 	}
 
 	/**

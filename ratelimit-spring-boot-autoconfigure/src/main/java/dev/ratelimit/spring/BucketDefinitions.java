@@ -21,6 +21,9 @@ public final class BucketDefinitions {
 
 	private final boolean allShadow;
 
+	/** Each bucket's plans in shadow mode ({@code plans.<plan>.mode: shadow}); only buckets with some. */
+	private final Map<String, Set<String>> shadowPlans = new LinkedHashMap<>();
+
 	BucketDefinitions(Map<String, BucketDefinition> definitions) {
 		this(definitions, Map.of(), false);
 	}
@@ -95,13 +98,27 @@ public final class BucketDefinitions {
 				plans.put(name, byPlan);
 			}
 		});
-		return new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW, plans);
+		BucketDefinitions checked = new BucketDefinitions(definitions, modes, properties.getMode() == BucketMode.SHADOW,
+				plans);
+		plans.forEach((name, byPlan) -> {
+			Set<String> shadow = new java.util.LinkedHashSet<>();
+			properties.getBuckets().get(name).getPlans().forEach((plan, settings) -> {
+				if (settings != null && settings.getMode() == BucketMode.SHADOW && byPlan.containsKey(plan)) {
+					shadow.add(plan);
+				}
+			});
+			if (!shadow.isEmpty()) {
+				checked.shadowPlans.put(name, Collections.unmodifiableSet(shadow));
+			}
+		});
+		return checked;
 	}
 
 	/**
 	 * Checks and resolves a bucket's plans (contract revision 3, "Plans"), every plan's error gathered.
-	 * Plans of a bucket on Redis are refused: a Redis key's bucket keeps its settings with the bucket, for
-	 * every instance, and has no place for a plan's yet.
+	 * Plans of a quota on Redis are accepted (each key's quota is given its plan's limit with every call);
+	 * plans of a token bucket on Redis are refused: a Redis key's bucket takes its settings from the
+	 * bucket's one record, shared by every instance, which has no place for a plan's yet.
 	 */
 	private static Map<String, BucketDefinition> plans(String name, RateLimitProperties.Bucket bucket,
 			BucketDefinition template, List<RateLimitConfigurationException> errors) {
@@ -109,10 +126,10 @@ public final class BucketDefinitions {
 		if (bucket.getPlans().isEmpty()) {
 			return byPlan;
 		}
-		if (template.backend() != Backend.LOCAL) {
+		if (template.backend() != Backend.LOCAL && !(template instanceof BucketDefinition.Quota)) {
 			errors.add(new RateLimitConfigurationException("Bucket '" + name + "' has plans ("
 					+ String.join(", ", bucket.getPlans().keySet()) + ") and backend " + template.backend().value()
-					+ ": plans are not available yet on Redis.",
+					+ ": plans are not available yet on Redis for a token bucket (a quota on Redis takes plans).",
 					"Remove ratelimit.buckets." + name + ".plans, or set ratelimit.buckets." + name
 							+ ".backend to local (a bucket in this JVM)."));
 			return byPlan;
@@ -149,6 +166,16 @@ public final class BucketDefinitions {
 	 */
 	public Map<String, BucketDefinition> plans(String name) {
 		return this.plans.getOrDefault(name, Map.of());
+	}
+
+	/**
+	 * A bucket's plans whose keys' calls are in shadow mode ({@code plans.<plan>.mode: shadow}).
+	 *
+	 * @param name the bucket name
+	 * @return the plans' names; empty for none
+	 */
+	public Set<String> shadowPlans(String name) {
+		return this.shadowPlans.getOrDefault(name, Set.of());
 	}
 
 	/**

@@ -94,7 +94,7 @@ final class BucketFactory {
 			.build();
 	}
 
-	private static BucketBackend backendFor(BucketDefinition definition, List<BucketBackend> backends) {
+	static BucketBackend backendFor(BucketDefinition definition, List<BucketBackend> backends) {
 		return backends.stream()
 			.filter((candidate) -> candidate.backend() == definition.backend())
 			.findFirst()

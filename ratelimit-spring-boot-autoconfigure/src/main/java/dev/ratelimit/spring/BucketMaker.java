@@ -50,6 +50,13 @@ final class BucketMaker {
 	}
 
 	/**
+	 * The backend that makes the buckets of a bucket that is not local (its keys' included).
+	 */
+	BucketBackend backendOf(BucketDefinition definition) {
+		return BucketFactory.backendFor(definition, backends());
+	}
+
+	/**
 	 * The bucket's one statistics recorder, which also holds its mode.
 	 */
 	BucketStats stats(BucketDefinition definition) {
@@ -63,7 +70,7 @@ final class BucketMaker {
 		});
 	}
 
-	private LongSupplier clock() {
+	LongSupplier clock() {
 		LongSupplier nanos = this.clock;
 		if (nanos == null) {
 			RateLimitClock clock = this.beanFactory.getBeanProvider(RateLimitClock.class)

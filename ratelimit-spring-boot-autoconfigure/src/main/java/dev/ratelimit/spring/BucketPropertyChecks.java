@@ -15,6 +15,7 @@ import java.util.regex.Pattern;
 
 import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 import org.springframework.boot.context.properties.bind.BindException;
 import org.springframework.boot.context.properties.bind.Bindable;
@@ -45,32 +46,24 @@ final class BucketPropertyChecks {
 	/** Every property a bucket knows, relative to {@code ratelimit.buckets.<name>}. */
 	static final List<String> KNOWN = List.of("type", "rate", "period", "limit", "initial", "capped-release",
 			"max-wait", "burst-ratio", "max-backlog", "calendar", "zone", "backend", "redis.key-prefix", "redis.timeout",
-			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "mode");
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold", "keys.max", "keys.memory", "mode");
 
 	/**
 	 * Every property a plan takes, relative to {@code ratelimit.buckets.<name>.plans.<plan>} (contract
-	 * revision 3, "Plans"): what a key's bucket can change when its plan changes, keeping its tokens.
+	 * revision 3, "Plans"): every bucket property but those of {@link #NOT_IN_PLAN}.
 	 */
-	static final List<String> PLAN_KNOWN = List.of("rate", "period", "limit", "max-wait", "burst-ratio");
+	static final List<String> PLAN_KNOWN = List.of("rate", "period", "limit", "capped-release", "max-wait",
+			"burst-ratio", "max-backlog", "calendar", "zone", "mode", "redis.key-prefix", "redis.timeout",
+			"redis.on-failure", "redis.lease", "redis.batch", "redis.batch-hold");
 
 	/** Why a bucket property is not one of a plan's. */
 	private static final Map<String, String> NOT_IN_PLAN = Map.ofEntries(
 			Map.entry("type", "every key of a bucket has the bucket's type"),
 			Map.entry("backend", "every key of a bucket lives where the bucket does"),
 			Map.entry("keys.max", "the keys of every plan share the bucket's key store"),
+			Map.entry("keys.memory", "the keys of every plan share the bucket's key store"),
 			Map.entry("initial", "a key's bucket starts full"),
-			Map.entry("capped-release", "a key keeps its bucket when its plan changes, and a bucket cannot turn capped"
-					+ " release on or off with tokens in flight"),
-			Map.entry("max-backlog", "a key keeps its bucket when its plan changes, and a pacer keeps its backlog bound"),
-			Map.entry("calendar", "a key keeps its quota when its plan changes, and a quota keeps its calendar"),
-			Map.entry("zone", "a key keeps its quota when its plan changes, and a quota keeps its calendar's zone"),
-			Map.entry("mode", "shadow mode is the bucket's, for every key"),
-			Map.entry("redis.key-prefix", "plans are not available yet on Redis"),
-			Map.entry("redis.timeout", "plans are not available yet on Redis"),
-			Map.entry("redis.on-failure", "plans are not available yet on Redis"),
-			Map.entry("redis.lease", "plans are not available yet on Redis"),
-			Map.entry("redis.batch", "plans are not available yet on Redis"),
-			Map.entry("redis.batch-hold", "plans are not available yet on Redis"));
+			Map.entry("plans", "a plan has no plans of its own"));
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",
 			"redis.lease", "redis.batch-hold");
@@ -118,7 +111,8 @@ final class BucketPropertyChecks {
 			Map.entry("redis.timeout", new Typed(Duration.class, "a positive duration " + DURATION_FORMS)),
 			Map.entry("redis.lease", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
 			Map.entry("redis.batch-hold", new Typed(Duration.class, "a duration of at least 1ms " + DURATION_FORMS)),
-			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")));
+			Map.entry("keys.max", new Typed(Integer.class, "a whole number >= 1 (at most " + Integer.MAX_VALUE + ")")),
+			Map.entry("keys.memory", new Typed(DataSize.class, "a size from 1MB to 64MB, e.g. 16MB")));
 
 	private static final Pattern BARE_NUMBER = Pattern.compile("\\s*[-+]?[0-9]+(\\.[0-9]+)?\\s*");
 
@@ -172,7 +166,9 @@ final class BucketPropertyChecks {
 	static Map<String, Class<?>> checkedTypes() {
 		Map<String, Class<?>> types = new TreeMap<>();
 		TYPED.forEach((name, typed) -> types.put(name, typed.type()));
-		PLAN_KNOWN.forEach((name) -> types.put("plans.*." + name, TYPED.get(name).type()));
+		PLAN_KNOWN.stream()
+			.filter(TYPED::containsKey)
+			.forEach((name) -> types.put("plans.*." + name, TYPED.get(name).type()));
 		return types;
 	}
 
@@ -384,7 +380,8 @@ final class BucketPropertyChecks {
 		}
 		String plan = name.getElement(first + 2, Form.ORIGINAL);
 		String at = "plans." + plan + ".";
-		String property = known(relative(name, first + 3, Form.UNIFORM), KNOWN);
+		String uniform = relative(name, first + 3, Form.UNIFORM);
+		String property = (uniform.equals("plans") || uniform.startsWith("plans.")) ? "plans" : known(uniform, KNOWN);
 		if (property == null) {
 			String written = relative(name, first + 3, Form.DASHED);
 			throw RateLimitConfigurationException.unknownProperty(bucket, at + written, origin,
@@ -393,7 +390,7 @@ final class BucketPropertyChecks {
 		if (!PLAN_KNOWN.contains(property)) {
 			throw new RateLimitConfigurationException("Bucket '" + bucket + "': ratelimit.buckets." + bucket + "." + at
 					+ property + origin + " is not accepted in a plan: " + NOT_IN_PLAN.get(property) + ".",
-					"Remove it from plan '" + plan + "'" + ("initial".equals(property) ? "" : ", or set it on the bucket"
+					"Remove it from plan '" + plan + "'" + (("initial".equals(property) || "plans".equals(property)) ? "" : ", or set it on the bucket"
 							+ " itself (ratelimit.buckets." + bucket + "." + property + ")") + ". A plan takes "
 							+ String.join(", ", PLAN_KNOWN) + ".");
 		}

@@ -146,6 +146,14 @@ public final class BucketStats implements StatsRecorder {
 	}
 
 	/**
+	 * Counts a call decided in shadow mode that would have been refused, the call having run: the
+	 * bucket's shadow mode, or the shadow mode of the plan of the call's key (contract revision 3, "Plans").
+	 */
+	public void refusedInShadow() {
+		this.shadowRejected.increment();
+	}
+
+	/**
 	 * Calls let through so far. Never goes down (a meter reads it as a counter): a grant taken back by
 	 * {@link #ungrant()} may show for the instant between the two, and the count stays there until a
 	 * new grant passes it.

@@ -7,6 +7,7 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.ToLongFunction;
 
@@ -33,6 +34,9 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	private final BucketStats stats;
 
+	/** The plans in shadow mode (their {@code mode: shadow}). */
+	private final Set<String> shadowPlans;
+
 	/** The plans' settings in force, by name in configuration order (retunes replace the map); empty without plans. */
 	private volatile Map<String, BucketDefinition> plans;
 
@@ -42,6 +46,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats,
 			Map<String, BucketDefinition> plans) {
+		this(definition, limiter, maker, stats, plans, Set.of());
+	}
+
+	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats,
+			Map<String, BucketDefinition> plans, Set<String> shadowPlans) {
+		this.shadowPlans = Set.copyOf(shadowPlans);
 		this.definition = definition;
 		this.limiter = limiter;
 		this.maker = maker;
@@ -80,13 +90,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 		}
 		BucketDefinitions.checkUsableWithKey(template, "a key");
 		BucketMaker make = this.maker;
-		if (this.plans.isEmpty()) {
-			return new KeyedBuckets(template.keysMax(), (key) -> make.createForKey(this.definition, key),
-					this::bringUpToDate);
-		}
 		Map<String, @Nullable Duration> maxWaits = new LinkedHashMap<>();
 		this.plans.forEach((plan, settings) -> maxWaits.put(plan, settings.maxWait()));
-		return new KeyedBuckets(template.keysMax(), new KeyedBuckets.Maker() {
+		// a key's bucket on a backend keeps its state there; what its object keeps here, the backend says (K7)
+		BucketBackend backend = (template.backend() != Backend.LOCAL) ? make.backendOf(template) : null;
+		return new KeyedBuckets(template.keysMax(), template.keysMemory(), true, make.clock(),
+				new KeyedBuckets.Maker() {
 
 			@Override
 			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
@@ -99,6 +108,32 @@ final class ConfiguredBucket implements RegisteredBucket {
 				bringUpToDate(bucket, settings);
 				if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
 					pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
+				}
+			}
+
+			@Override
+			public boolean keepsStateElsewhere() {
+				return backend != null;
+			}
+
+			@Override
+			public long untilFull(RateLimiter bucket) {
+				return (backend != null) ? backend.untilFullHere(bucket) : KeyedBuckets.Maker.super.untilFull(bucket);
+			}
+
+			@Override
+			public void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
+				if (backend == null) {
+					KeyedBuckets.Maker.super.owe(plan, bucket, ahead, whole);
+					return;
+				}
+				// from the settings in force, not the bucket's view (which would ask the backend)
+				BucketDefinition settings = settingsOf(plan);
+				long limit = (settings instanceof BucketDefinition.Shared shared) ? shared.limit() : 1;
+				long missing = KeyedBuckets.missing(settings.exactRate().tokens(), settings.exactRate().period(), limit,
+						ahead, whole);
+				if (missing > 0) {
+					backend.owe(bucket, missing);
 				}
 			}
 		}, maxWaits);
@@ -116,6 +151,11 @@ final class ConfiguredBucket implements RegisteredBucket {
 	@Override
 	public Map<String, BucketDefinition> plans() {
 		return this.plans;
+	}
+
+	@Override
+	public Set<String> shadowPlans() {
+		return this.shadowPlans;
 	}
 
 	@Override
@@ -151,7 +191,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.plans = Collections.unmodifiableMap(changed);
 		KeyedBuckets keys = this.keyed;
 		if (keys != null) {
-			keys.retuned(plan);
+			keys.retuned(plan, nanosPerToken(current), nanosPerToken(next));
 		}
 	}
 
@@ -215,6 +255,16 @@ final class ConfiguredBucket implements RegisteredBucket {
 	public int keys() {
 		KeyedBuckets keys = this.keyed;
 		return (keys != null) ? keys.size() : 0;
+	}
+
+	@Override
+	public double keysLoad() {
+		KeyedBuckets keys = this.keyed;
+		return (keys != null) ? keys.load() : 0;
+	}
+
+	private static double nanosPerToken(BucketDefinition definition) {
+		return (double) definition.exactRate().period().toNanos() / definition.exactRate().tokens();
 	}
 
 	@Override
@@ -295,7 +345,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.definition = next;
 		KeyedBuckets keys = this.keyed;
 		if (keys != null) {
-			keys.retuned();
+			keys.retuned(nanosPerToken(current), nanosPerToken(next));
 		}
 	}
 

@@ -45,7 +45,8 @@ public final class DefaultRateLimiterRegistry implements RateLimiterRegistry {
 				RateLimiter limiter = limiters.apply(name);
 				BucketStats stats = (maker != null) ? maker.stats(definition)
 						: new BucketStats(StatsRecorder.disabled(), definitions.mode(name), definitions.allShadow());
-				map.put(name, new ConfiguredBucket(definition, limiter, maker, stats, definitions.plans(name)));
+				map.put(name, new ConfiguredBucket(definition, limiter, maker, stats, definitions.plans(name),
+						definitions.shadowPlans(name)));
 			});
 		this.buckets = map;
 	}

@@ -10,6 +10,7 @@ import java.util.Map;
 
 import dev.ratelimit.core.QuotaCalendar;
 import org.jspecify.annotations.Nullable;
+import org.springframework.util.unit.DataSize;
 
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.core.Ordered;
@@ -717,6 +718,83 @@ public class RateLimitProperties {
 		 */
 		private @Nullable Double burstRatio;
 
+		/**
+		 * Shared only: whether tokens return only when guarded calls complete, for keys whose bucket is made
+		 * on this plan. Default: the bucket's.
+		 */
+		private @Nullable Boolean cappedRelease;
+
+		/**
+		 * Hybrid only: the most schedule time a key's pacer made on this plan catches up. Default: the
+		 * bucket's.
+		 */
+		private @Nullable Duration maxBacklog;
+
+		/**
+		 * Quota only: the calendar period of quotas made on this plan. Default: the bucket's.
+		 */
+		private QuotaCalendar.@Nullable Unit calendar;
+
+		/**
+		 * Quota only: the time zone of the calendar of quotas made on this plan. Default: the bucket's.
+		 */
+		private @Nullable ZoneId zone;
+
+		/**
+		 * shadow: calls of keys on this plan are decided but never held back (as a bucket in shadow mode);
+		 * enforce (or unset): the bucket's mode.
+		 */
+		private @Nullable BucketMode mode;
+
+		/**
+		 * Redis settings of keys' buckets made on this plan; each unset one is the bucket's.
+		 */
+		private final PlanRedis redis = new PlanRedis();
+
+		public @Nullable Boolean getCappedRelease() {
+			return this.cappedRelease;
+		}
+
+		public void setCappedRelease(@Nullable Boolean cappedRelease) {
+			this.cappedRelease = cappedRelease;
+		}
+
+		public @Nullable Duration getMaxBacklog() {
+			return this.maxBacklog;
+		}
+
+		public void setMaxBacklog(@Nullable Duration maxBacklog) {
+			this.maxBacklog = maxBacklog;
+		}
+
+		public QuotaCalendar.@Nullable Unit getCalendar() {
+			return this.calendar;
+		}
+
+		public void setCalendar(QuotaCalendar.@Nullable Unit calendar) {
+			this.calendar = calendar;
+		}
+
+		public @Nullable ZoneId getZone() {
+			return this.zone;
+		}
+
+		public void setZone(@Nullable ZoneId zone) {
+			this.zone = zone;
+		}
+
+		public @Nullable BucketMode getMode() {
+			return this.mode;
+		}
+
+		public void setMode(@Nullable BucketMode mode) {
+			this.mode = mode;
+		}
+
+		public PlanRedis getRedis() {
+			return this.redis;
+		}
+
 		public @Nullable BigDecimal getRate() {
 			return this.rate;
 		}
@@ -764,17 +842,91 @@ public class RateLimitProperties {
 	public static class Keys {
 
 		/**
-		 * Most keys with a bucket of their own at once; beyond it, new keys share one overflow bucket
-		 * until a key's bucket is full again and can be dropped.
+		 * Most keys with a bucket of their own at once (revision 2); beyond it, new keys share one
+		 * overflow bucket until a key's bucket is full again and can be dropped. Not set by default: the
+		 * memory alone bounds the keys, and no bucket is shared.
 		 */
-		private int max = 10000;
+		private @Nullable Integer max;
 
-		public int getMax() {
+		/**
+		 * Most memory the keys' buckets take, from 1MB to 64MB; a live key is charged 700 bytes plus
+		 * 2 per character (at most 64: a longer key is held by its digest), a forgotten one 16 bytes.
+		 */
+		private DataSize memory = DataSize.ofMegabytes(64);
+
+		public @Nullable Integer getMax() {
 			return this.max;
 		}
 
-		public void setMax(int max) {
+		public void setMax(@Nullable Integer max) {
 			this.max = max;
+		}
+
+		public DataSize getMemory() {
+			return this.memory;
+		}
+
+		public void setMemory(DataSize memory) {
+			this.memory = memory;
+		}
+	}
+
+	/**
+	 * Redis settings of a plan: each one it does not set is the bucket's.
+	 */
+	public static class PlanRedis {
+
+		/**
+		 * Prefix of the keys' hashes made on this plan. Default: the bucket's.
+		 */
+		private @Nullable String keyPrefix;
+
+		/**
+		 * Longest a call of a key on this plan waits for Redis. Default: the bucket's.
+		 */
+		private @Nullable Duration timeout;
+
+		/**
+		 * What a call of a key on this plan does when Redis does not answer: allow, deny or local.
+		 * Default: the bucket's.
+		 */
+		private @Nullable OnFailure onFailure;
+
+		/**
+		 * Capped release: the longest a call's tokens are held, for keys on this plan. Default: the bucket's.
+		 */
+		private @Nullable Duration lease;
+
+		public @Nullable String getKeyPrefix() {
+			return this.keyPrefix;
+		}
+
+		public void setKeyPrefix(@Nullable String keyPrefix) {
+			this.keyPrefix = keyPrefix;
+		}
+
+		public @Nullable Duration getTimeout() {
+			return this.timeout;
+		}
+
+		public void setTimeout(@Nullable Duration timeout) {
+			this.timeout = timeout;
+		}
+
+		public @Nullable OnFailure getOnFailure() {
+			return this.onFailure;
+		}
+
+		public void setOnFailure(@Nullable OnFailure onFailure) {
+			this.onFailure = onFailure;
+		}
+
+		public @Nullable Duration getLease() {
+			return this.lease;
+		}
+
+		public void setLease(@Nullable Duration lease) {
+			this.lease = lease;
 		}
 	}
 

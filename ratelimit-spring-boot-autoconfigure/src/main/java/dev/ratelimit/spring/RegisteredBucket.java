@@ -104,6 +104,16 @@ public interface RegisteredBucket {
 	}
 
 	/**
+	 * The plans whose keys' calls are in shadow mode (a plan's {@code mode: shadow}, contract revision 3,
+	 * "Plans"), whatever the bucket's own mode.
+	 *
+	 * @return the plans' names; empty for none
+	 */
+	default java.util.Set<String> shadowPlans() {
+		return java.util.Set.of();
+	}
+
+	/**
 	 * The application's {@link RateLimitPlanResolver}, for a bucket with plans whose call does not name
 	 * a plan itself (contract revision 3, "Plans"). Looked up once, when a front end resolves its calls.
 	 *
@@ -141,6 +151,15 @@ public interface RegisteredBucket {
 	 * @return the count, 0 for a bucket never used with a key
 	 */
 	int keys();
+
+	/**
+	 * How full the store of this bucket's keys is (revision 3): the share of {@code keys.memory} in use.
+	 *
+	 * @return {@code 0..1}, 0 for a bucket never used with a key
+	 */
+	default double keysLoad() {
+		return 0;
+	}
 
 	/**
 	 * Runs {@code action} with the per-key buckets once the bucket is used with a key (at once if it

@@ -248,4 +248,91 @@ class KeyedBucketsTests {
 		assertThat(take(keys, "dave", 10)).isTrue();
 		assertThat(take(keys, "erin", 10)).isTrue();
 	}
+
+	private KeyedBuckets keysInMemory(long memory) {
+		return new KeyedBuckets(0, memory, true, this.now::get, (key) -> SharedTokenBucket.builder()
+			.name("api")
+			.rate(this.rate, Duration.ofSeconds(1))
+			.limit(this.limit)
+			.clock(this.now::get)
+			.build(), (bucket) -> {
+				bucket.updateRate(this.rate, Duration.ofSeconds(1));
+				bucket.updateLimit(this.limit);
+			});
+	}
+
+	/** A store whose entries have room for {@code keys} keys of five characters (K3: 13/16 of the memory). */
+	private KeyedBuckets keysWithRoomFor(double keys) {
+		return keysInMemory((long) (keys * (KeyedBuckets.ENTRY_BYTES + 2 * 5)) * 16 / 13 + 16);
+	}
+
+	@Test
+	void aForgottenKeyComesBackOwingWhatItOwedAndNoKeySharesABucket() {
+		// room for two keys: the third forgets the one full soonest, remembering what it owes (K7)
+		KeyedBuckets keys = keysWithRoomFor(2.5);
+		assertThat(take(keys, "alice", 10)).isTrue();
+		assertThat(take(keys, "bobby", 4)).isTrue();
+		assertThat(take(keys, "carol", 1)).isTrue(); // bobby is full soonest: forgotten
+		assertThat(keys.find("bobby")).isNull();
+		assertThat(keys.owing()).isEqualTo(1);
+		assertThat(keys.overflowCalls()).isZero();
+		advance(Duration.ofMillis(100));
+		// bobby comes back with 10 - 4 + 1 = 7 tokens, as his bucket would have, not 10
+		assertThat(take(keys, "bobby", 8)).isFalse();
+		assertThat(take(keys, "bobby", 7)).isTrue();
+		assertThat(take(keys, "bobby", 1)).isFalse();
+		// nobody's calls went to a shared bucket: alice has what 100 ms made, whoever else came
+		assertThat(take(keys, "alice", 2)).isFalse();
+		assertThat(take(keys, "alice", 1)).isTrue();
+	}
+
+	@Test
+	void aForgottenKeyOwesNothingAfterAReset() {
+		KeyedBuckets keys = keysWithRoomFor(2.5);
+		assertThat(take(keys, "alice", 10)).isTrue();
+		assertThat(take(keys, "bobby", 4)).isTrue();
+		assertThat(take(keys, "carol", 1)).isTrue(); // bobby forgotten, owing 4
+		assertThat(keys.owing()).isEqualTo(1);
+		keys.reset(); // K6: full, nothing owed, whoever was forgotten
+		assertThat(keys.owing()).isZero();
+		assertThat(take(keys, "bobby", 10)).isTrue();
+	}
+
+	@Test
+	void aForgottenKeyStillOwesWhatItOwedAfterARetuneAtTheNewRate() {
+		KeyedBuckets keys = keysWithRoomFor(2.5);
+		assertThat(take(keys, "alice", 10)).isTrue();
+		assertThat(take(keys, "bobby", 4)).isTrue();
+		assertThat(take(keys, "carol", 1)).isTrue(); // bobby forgotten: full again in 400 ms at 10/s
+		this.rate = 1;
+		keys.retuned(100_000_000, 1_000_000_000); // K4, K7: at 1/s he still misses his 4 tokens: 4 s
+		advance(Duration.ofSeconds(2));
+		assertThat(take(keys, "bobby", 9)).isFalse(); // 6 + 2 made at 1/s = 8
+		assertThat(take(keys, "bobby", 8)).isTrue();
+	}
+
+	@Test
+	void aLongKeyIsHeldByItsDigestAndFoundAgain() {
+		KeyedBuckets keys = keysInMemory(KeyedBuckets.DEFAULT_MEMORY);
+		String key = "u".repeat(100_000);
+		assertThat(take(keys, key, 10)).isTrue();
+		assertThat(take(keys, new String(key.toCharArray()), 1)).as("the same key, another string").isFalse();
+		assertThat(take(keys, key + "v", 1)).as("another key").isTrue();
+		assertThat(keys.find(key)).isNotNull();
+		assertThat(KeyedBuckets.stored(key).toString()).startsWith("sha-256:").hasSize(8 + 32);
+		assertThat(keys.load() * KeyedBuckets.DEFAULT_MEMORY / 16 * 13)
+			.isEqualTo(2.0 * (KeyedBuckets.ENTRY_BYTES + KeyedBuckets.DIGEST_BYTES));
+	}
+
+	@Test
+	void aKeyMadeAfterARetuneStartsFullAtTheNewLimit() {
+		// issue #30: after {"rate": 10, "limit": 3} on a bucket of limit 1, a new key started with 1 token
+		RateLimitProperties.Bucket configured = new RateLimitProperties.Bucket();
+		configured.setRate(java.math.BigDecimal.ONE);
+		configured.setLimit(1L);
+		BucketDefinition.Shared retuned = (BucketDefinition.Shared) BucketDefinition.of("login", configured)
+			.withRateAndLimit(java.math.BigDecimal.TEN, 3L);
+		assertThat(retuned.initial()).as("a key's bucket starts full").isEqualTo(3);
+		BucketDefinitions.checkUsableWithKey(retuned, "a key");
+	}
 }

@@ -69,8 +69,8 @@ class PlansConfigurationTests {
 							+ " not a bucket property; did you mean 'plans.pro.limit'?")
 					.contains("ratelimit.buckets.api.plans.team.initial (class path resource [plans-errors.yml] - 10:20)"
 							+ " is not accepted in a plan: a key's bucket starts full")
-					.contains("ratelimit.buckets.api.plans.team.capped-release (class path resource [plans-errors.yml]"
-							+ " - 11:27) is not accepted in a plan")
+					.contains("ratelimit.buckets.api.plans.team.backend (class path resource [plans-errors.yml]"
+							+ " - 11:20) is not accepted in a plan")
 					.contains("ratelimit.buckets.api.plans.team.max-wait is '5' (class path resource [plans-errors.yml]"
 							+ " - 12:21)")
 					.doesNotContain("buckets.fine");
@@ -120,6 +120,59 @@ class PlansConfigurationTests {
 				assertThat(((BucketDefinition.Shared) registry.get("d").plans().get("pro")).limit()).isEqualTo(100);
 				assertThat(((BucketDefinition.Quota) registry.get("q").plans().get("pro")).limit()).isEqualTo(1000);
 			});
+	}
+
+	/**
+	 * The contract: a plan accepts every bucket property except type, backend, keys, plans and initial.
+	 * Before, a plan refused capped-release, max-backlog, calendar, zone, mode and redis.*.
+	 */
+	@Test
+	void aPlanTakesEveryBucketPropertyButTypeBackendKeysPlansAndInitial() {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro.capped-release=true",
+					"ratelimit.buckets.api.plans.pro.mode=shadow", "ratelimit.buckets.api.plans.pro.redis.key-prefix=pro:",
+					"ratelimit.buckets.api.plans.pro.redis.timeout=2s", "ratelimit.buckets.api.plans.pro.redis.on-failure=deny",
+					"ratelimit.buckets.api.plans.pro.redis.lease=30s", "ratelimit.buckets.p.type=hybrid",
+					"ratelimit.buckets.p.rate=10", "ratelimit.buckets.p.limit=2", "ratelimit.buckets.p.plans.pro.max-backlog=5s",
+					"ratelimit.buckets.q.type=quota", "ratelimit.buckets.q.limit=100", "ratelimit.buckets.q.calendar=day",
+					"ratelimit.buckets.q.plans.pro.limit=1000", "ratelimit.buckets.q.plans.pro.calendar=month",
+					"ratelimit.buckets.q.plans.pro.zone=Europe/Berlin")
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				RateLimiterRegistry registry = context.getBean(RateLimiterRegistry.class);
+				BucketDefinition.Shared pro = (BucketDefinition.Shared) registry.get("api").plans().get("pro");
+				assertThat(pro.cappedRelease()).isTrue();
+				assertThat(pro.redis().getKeyPrefix()).isEqualTo("pro:");
+				assertThat(pro.redis().getTimeout()).hasSeconds(2);
+				assertThat(pro.redis().getOnFailure()).isEqualTo(OnFailure.DENY);
+				assertThat(pro.redis().getLease()).hasSeconds(30);
+				assertThat(registry.get("api").shadowPlans()).containsExactly("pro");
+				assertThat(((BucketDefinition.Hybrid) registry.get("p").plans().get("pro")).maxBacklog()).hasSeconds(5);
+				BucketDefinition.Quota quota = (BucketDefinition.Quota) registry.get("q").plans().get("pro");
+				assertThat(quota.calendar()).isEqualTo(dev.ratelimit.core.QuotaCalendar.Unit.MONTH);
+				assertThat(quota.zone()).isEqualTo(java.time.ZoneId.of("Europe/Berlin"));
+				// the template keeps its own
+				assertThat(((BucketDefinition.Quota) ((ConfiguredBucket) registry.get("q")).definition()).calendar())
+					.isEqualTo(dev.ratelimit.core.QuotaCalendar.Unit.DAY);
+			});
+	}
+
+	@Test
+	void typeBackendKeysPlansAndInitialInAPlanFailStartUpNamingBucketPlanAndProperty() {
+		String[][] refused = { { "type", "hybrid", "every key of a bucket has the bucket's type" },
+				{ "backend", "redis", "every key of a bucket lives where the bucket does" },
+				{ "keys.max", "5", "the keys of every plan share the bucket's key store" },
+				{ "initial", "3", "a key's bucket starts full" },
+				{ "plans.gold.rate", "5", "a plan has no plans of its own" } };
+		for (String[] property : refused) {
+			String written = property[0].startsWith("plans.") ? "plans" : property[0];
+			fails((ex) -> {
+				assertThat(ex.getDescription()).as(property[0])
+					.contains("Bucket 'api': ratelimit.buckets.api.plans.pro." + written)
+					.contains("is not accepted in a plan: " + property[2]);
+				assertThat(ex.getAction()).contains("Remove it from plan 'pro'");
+			}, "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.plans.pro." + property[0] + "=" + property[1]);
+		}
 	}
 
 	@Test

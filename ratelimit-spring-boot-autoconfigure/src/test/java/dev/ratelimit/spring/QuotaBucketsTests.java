@@ -112,7 +112,7 @@ class QuotaBucketsTests {
 			"limit=10,calendar=fortnight|ratelimit.buckets.q.calendar is 'fortnight'|minute, hour, day, week, month or year",
 			"limit=0,calendar=day|ratelimit.buckets.q.limit is 0|a whole number from 1 to 1125899906842624",
 			"limit=10,calendar=day,zone=Mars/Olympus|ratelimit.buckets.q.zone is 'Mars/Olympus'|a time zone ID",
-			"limit=10,calendar=day,backend=redis|ratelimit.buckets.q.backend is 'redis'|local: a quota runs in this JVM" })
+			"limit=10,calendar=day,backend=redis|no module provides that backend|Add dev.ratelimit:ratelimit-redis" })
 	void needsALimitAndACalendarAndSaysWhatIsAccepted(String properties, String description, String action) {
 		ApplicationContextRunner runner = this.runner.withPropertyValues("ratelimit.buckets.q.type=quota");
 		for (String property : properties.split(",")) {

@@ -120,7 +120,10 @@ class SampleApplicationTests {
 	void theEndpointShowsEveryBucketWithEveryField() throws Exception {
 		JsonNode buckets = json("GET", "/actuator/ratelimits").get("buckets");
 		assertThat(buckets.propertyNames()).containsExactly("db-writes", "partner-api", "partner-daily", "reports",
-				"per-user", "public-api", "login-failures", "public-per-ip", "search-rollout");
+				"per-user", "public-api", "login-failures", "public-per-ip", "api-by-plan", "api-monthly",
+				"search-rollout");
+		assertThat(buckets.get("partner-daily").get("type").asString()).isEqualTo("quota");
+		assertThat(buckets.get("partner-daily").get("resetsAt").isNull()).isFalse();
 		JsonNode db = buckets.get("db-writes");
 		assertThat(db.get("type").asString()).isEqualTo("shared");
 		assertThat(db.get("cappedRelease").asBoolean()).isTrue();

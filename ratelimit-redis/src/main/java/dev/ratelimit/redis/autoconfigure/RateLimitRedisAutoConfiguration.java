@@ -4,10 +4,13 @@ import java.time.Duration;
 import java.util.concurrent.TimeUnit;
 
 import dev.ratelimit.spring.Backend;
+import dev.ratelimit.spring.BucketDefinitions;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.UnavailableBucketBackend;
+import dev.ratelimit.spring.client.SharedGates;
 import io.lettuce.core.resource.Delay;
 
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -38,6 +41,13 @@ public final class RateLimitRedisAutoConfiguration {
 		@Bean
 		RedisBucketBackend rateLimitRedisBucketBackend(RedisConnectionFactory connectionFactory) {
 			return new RedisBucketBackend(connectionFactory);
+		}
+
+		/** The outbound rules' gates of Redis buckets, in Redis beside each bucket (contract revision 3). */
+		@Bean
+		@ConditionalOnMissingBean(SharedGates.class)
+		SharedGates rateLimitRedisGates(RedisBucketBackend backend, ObjectProvider<BucketDefinitions> definitions) {
+			return new RedisGates(backend.buckets(), definitions::getObject);
 		}
 	}
 

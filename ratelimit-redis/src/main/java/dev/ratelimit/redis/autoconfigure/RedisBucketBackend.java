@@ -3,6 +3,7 @@ package dev.ratelimit.redis.autoconfigure;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.redis.RedisBuckets;
+import dev.ratelimit.redis.RedisCalendarQuota;
 import dev.ratelimit.redis.RedisTokenBucket;
 import dev.ratelimit.redis.RedisTokenBucketBuilder;
 import dev.ratelimit.spring.Backend;
@@ -17,8 +18,8 @@ import org.springframework.context.SmartLifecycle;
 import org.springframework.data.redis.connection.RedisConnectionFactory;
 
 /**
- * The {@code redis} backend: makes a {@link RedisTokenBucket} for every bucket whose {@code backend}
- * is {@code redis}, on the application's {@link RedisConnectionFactory}, through one
+ * The {@code redis} backend: makes a {@link RedisTokenBucket} (a {@link RedisCalendarQuota} for
+ * {@code type: quota}) for every bucket whose {@code backend} is {@code redis}, on the application's {@link RedisConnectionFactory}, through one
  * {@link RedisBuckets} (one connection; the settings in force of a bucket shared by its overflow bucket
  * and its keys' buckets).
  *
@@ -46,6 +47,11 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 				? lifecycle.getPhase() + 1 : SmartLifecycle.DEFAULT_PHASE;
 	}
 
+	/** The buckets, for the outbound rules' gates ({@link RedisGates}). */
+	RedisBuckets buckets() {
+		return this.buckets;
+	}
+
 	@Override
 	public Backend backend() {
 		return Backend.REDIS;
@@ -53,11 +59,28 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, @Nullable String key) {
+		if (bucket instanceof BucketDefinition.Quota quota) {
+			return this.buckets.buildQuota(quotaBuilder(quota, stats), (key != null) ? key : "");
+		}
 		return this.buckets.build(builder(bucket, stats), (key != null) ? key : "", (first) -> shareMode(first, stats));
+	}
+
+	/** A key's state lives in Redis; here only the {@code local} policy's in-memory bucket can owe tokens. */
+	@Override
+	public long untilFullHere(RateLimiter keyBucket) {
+		return ((RedisTokenBucket) keyBucket).untilLocalFull();
+	}
+
+	@Override
+	public void owe(RateLimiter keyBucket, long tokens) {
+		((RedisTokenBucket) keyBucket).oweLocally(tokens);
 	}
 
 	@Override
 	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats) {
+		if (bucket instanceof BucketDefinition.Quota quota) {
+			return this.buckets.buildQuota(quotaBuilder(quota, stats), null);
+		}
 		return this.buckets.build(builder(bucket, stats), null, (first) -> shareMode(first, stats));
 	}
 
@@ -68,6 +91,18 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 				.adoptShared((shadow == null) ? null : shadow ? BucketMode.SHADOW : BucketMode.ENFORCE));
 			bucketStats.shareModeThrough((mode) -> first.switchMode(mode == BucketMode.SHADOW));
 		}
+	}
+
+	/** A calendar quota on Redis ({@code type: quota}): its count in one hash until its period ends. */
+	private static RedisCalendarQuota.Builder quotaBuilder(BucketDefinition.Quota quota, StatsRecorder stats) {
+		return RedisCalendarQuota.builder()
+			.name(quota.name())
+			.keyPrefix(quota.redis().getKeyPrefix())
+			.limit(quota.limit())
+			.calendar(quota.calendar(), quota.zone())
+			.timeout(quota.redis().getTimeout())
+			.onFailure(RedisTokenBucket.OnFailure.valueOf(quota.redis().getOnFailure().name()))
+			.stats(stats);
 	}
 
 	private static RedisTokenBucketBuilder builder(BucketDefinition bucket, StatsRecorder stats) {

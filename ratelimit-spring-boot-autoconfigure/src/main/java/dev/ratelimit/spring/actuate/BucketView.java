@@ -49,12 +49,15 @@ import org.jspecify.annotations.Nullable;
  *        view
  * @param plans contract revision 3: the bucket's plans with their settings in force (retunes included),
  *        in configuration order; empty without plans
+ * @param keysLoad contract revision 3: how full the store of the bucket's keys is, 0 to 1 (the share of
+ *        the bytes its {@code keys.memory} gives live keys, in use; the same in the view of one key's
+ *        bucket); 0 for a bucket never used with a key
  */
 @JsonInclude(JsonInclude.Include.ALWAYS)
 public record BucketView(String type, String backend, BigDecimal rate, String period, Number limit, Number available,
 		Number deficiency, int waiting, Number inFlight, boolean cappedRelease, long granted, long rejected,
 		@Nullable Pools pools, String behindSchedule, String mode, int keys, @Nullable String resetsAt,
-		long shadowRejected, @Nullable String plan, Map<String, PlanView> plans) {
+		long shadowRejected, @Nullable String plan, Map<String, PlanView> plans, double keysLoad) {
 
 	/**
 	 * One plan's settings, as the bucket's view lists them.
@@ -94,7 +97,8 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 		// force (retunes included); the template's own bucket is never taken from by keyed calls
 		return new BucketView(view.type, view.backend, view.rate, view.period, view.limit, view.limit,
 				view.deficiency, view.waiting, view.inFlight, view.cappedRelease, view.granted, view.rejected,
-				view.pools, view.behindSchedule, view.mode, keys, view.resetsAt, view.shadowRejected, null, view.plans);
+				view.pools, view.behindSchedule, view.mode, keys, view.resetsAt, view.shadowRejected, null, view.plans,
+				view.keysLoad);
 	}
 
 	/**
@@ -155,7 +159,7 @@ public record BucketView(String type, String backend, BigDecimal rate, String pe
 				number(s.limit()), number(available), number(s.deficiency()), s.waiting(), number(s.inFlight()),
 				s.cappedRelease(), s.granted(), s.rejected(), pools, s.behindSchedule().toString(),
 				bucket.stats().mode().value(), keys, (s.resetsAt() != null) ? s.resetsAt().toString() : null,
-				bucket.stats().shadowRejected(), plan, plans(bucket));
+				bucket.stats().shadowRejected(), plan, plans(bucket), bucket.keysLoad());
 	}
 
 	/** The bucket's plans with their settings in force, in configuration order. */

@@ -9,10 +9,12 @@ import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.client.ClientRules;
 import dev.ratelimit.spring.client.RateLimitClientInterceptor;
 import dev.ratelimit.spring.client.RateLimitExchangeFilter;
+import dev.ratelimit.spring.client.SharedGates;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -28,7 +30,8 @@ import org.springframework.context.annotation.Configuration;
  * the {@code RestClient.Builder}, {@code RestTemplateBuilder} and {@code WebClient.Builder} that Spring
  * Boot auto-configures (through their customizers, which also reach the HTTP interface clients made on
  * them, {@code @ImportHttpServices} groups included), each when its client is on the class path and rules
- * exist. A client built without those builders is not limited.
+ * exist. A client built without those builders is not limited. A {@link SharedGates} bean (the Redis
+ * module defines one) keeps the servers' word about the buckets it shares outside this JVM.
  */
 @AutoConfiguration(after = RateLimitAutoConfiguration.class)
 @ConditionalOnBooleanProperty(name = "ratelimit.enabled", matchIfMissing = true)
@@ -40,11 +43,18 @@ public final class RateLimitClientAutoConfiguration {
 	@ConditionalOnMissingBean
 	ClientRules rateLimitClientRules(RateLimitProperties properties, BucketDefinitions definitions,
 			ObjectProvider<RateLimiterRegistry> registry, ObjectProvider<RateLimitClock> clock,
-			ObjectProvider<InstantSource> wall, ObjectProvider<ClientRules.Throttled> throttled) {
+			ObjectProvider<InstantSource> wall, ObjectProvider<ClientRules.Throttled> throttled,
+			ObjectProvider<SharedGates> shared) {
 		RateLimitClock nanos = clock.getIfAvailable(() -> System::nanoTime);
 		return ClientRules.of(properties.getClients(), definitions, registry::getObject, nanos::nanoTime,
 				wall.getIfAvailable(InstantSource::system), throttled.getIfAvailable(() -> (bucket, status) -> {
-				}));
+				}), shared.getIfAvailable());
+	}
+
+	/** The buckets' views bound to the servers' word before the first call ({@link ClientRules#bindViews()}). */
+	@Bean
+	static SmartInitializingSingleton rateLimitClientViews(ObjectProvider<ClientRules> rules) {
+		return () -> rules.ifAvailable(ClientRules::bindViews);
 	}
 
 	/** {@code ratelimit.client.throttled}: the servers' 429 and 503 answers to limited calls. */

@@ -5,9 +5,12 @@ import java.util.concurrent.locks.LockSupport;
 
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.core.Reservation;
+import dev.ratelimit.spring.PlannedKey;
+import dev.ratelimit.spring.RateLimitPlanResolver;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.engine.Limit;
 import dev.ratelimit.spring.engine.Limits;
+import org.jspecify.annotations.Nullable;
 
 import org.springframework.http.HttpHeaders;
 import org.springframework.http.HttpRequest;
@@ -39,6 +42,16 @@ final class ClientLimits {
 
 	private final ClientRules owner;
 
+	/**
+	 * Each keyed rule's plan resolver, when its bucket has plans and the application defines one (contract
+	 * revision 3, "Plans": an outbound rule has no plan of its own; the resolver is the source); else
+	 * {@code null}, and {@code null} altogether when no rule has one.
+	 */
+	private final @Nullable RateLimitPlanResolver @Nullable [] resolvers;
+
+	/** Whether a rule's bucket keeps its gates elsewhere (a Redis bucket's, {@link SharedGates}). */
+	private final boolean shared;
+
 	ClientLimits(ClientRules.Compiled[] rules, RegisteredBucket[] buckets, ClientRules.Gates[] gates,
 			ClientRules owner) {
 		this.rules = rules;
@@ -51,25 +64,56 @@ final class ClientLimits {
 			this.maxWaits[i] = ServerAnswers.saturatedNanos(buckets[i].maxWait());
 		}
 		this.limits = Limits.of(limits);
+		RateLimitPlanResolver[] found = new RateLimitPlanResolver[buckets.length];
+		boolean any = false;
+		for (int i = 0; i < found.length; i++) {
+			found[i] = rules[i].keyed() ? buckets[i].planResolver() : null;
+			any |= found[i] != null;
+		}
+		this.resolvers = any ? found : null;
 		this.gates = gates;
 		this.buckets = buckets;
 		this.owner = owner;
+		boolean shared = false;
+		for (ClientRules.Gates bucketGates : gates) {
+			shared |= bucketGates.shared();
+		}
+		this.shared = shared;
 	}
 
 	long now() {
 		return this.owner.now();
 	}
 
-	/** A call: its keys (a key expression that fails, fails the call before anything is claimed). */
+	/**
+	 * A call: its keys (a key expression that fails, fails the call before anything is claimed), each with
+	 * its plan from the resolver for a bucket with plans; the servers' word is kept per key, whatever its plan.
+	 */
 	OutboundCall call(HttpRequest request) {
 		Object[] keys = new Object[this.rules.length];
-		ServerGate[] gates = new ServerGate[this.rules.length];
+		Gate[] gates = new Gate[this.rules.length];
 		long now = now();
 		for (int i = 0; i < keys.length; i++) {
 			keys[i] = this.rules[i].key(request);
 			gates[i] = this.gates[i].of(keys[i], now);
+			RateLimitPlanResolver resolver = (this.resolvers != null) ? this.resolvers[i] : null;
+			if (resolver != null && keys[i] != null) {
+				keys[i] = planned(i, resolver, keys[i]);
+			}
 		}
 		return new OutboundCall(this, keys, gates);
+	}
+
+	private Object planned(int i, RateLimitPlanResolver resolver, Object key) {
+		String bucket = this.rules[i].bucket;
+		try {
+			return PlannedKey.of(key, resolver.plan(bucket, key));
+		}
+		catch (RuntimeException ex) {
+			throw new IllegalArgumentException("The plan of bucket '" + bucket + "' failed for this call"
+					+ " (ratelimit.clients.rules[" + this.rules[i].index + "]): the RateLimitPlanResolver ("
+					+ resolver.getClass().getName() + ") threw " + ex, ex);
+		}
 	}
 
 	/**
@@ -82,27 +126,28 @@ final class ClientLimits {
 		long now = now();
 		try {
 			if (quiet(call, now)) {
-				call.granted(this.limits.acquire(this.costs, call.keys));
+				boolean shared = this.shared;
+				if (shared && !passShared(call, now)) {
+					acquireHeldBack(call, now);
+					return;
+				}
+				try {
+					call.granted(this.limits.acquire(this.costs, call.keys));
+				}
+				catch (InterruptedException | RuntimeException | Error ex) {
+					if (shared) {
+						unpassShared(call, call.gates.length);
+					}
+					throw ex;
+				}
 				for (int i = 0; i < call.gates.length; i++) {
-					call.marks[i] = call.gates[i].pass(this.costs[i]);
+					if (call.gates[i] instanceof ServerGate local) {
+						call.marks[i] = local.pass(this.costs[i]);
+					}
 				}
 				return;
 			}
-			Reservation claim = reserve(call, now);
-			Thread thread = Thread.currentThread();
-			claim.onWake(() -> LockSupport.unpark(thread));
-			for (;;) {
-				if (thread.isInterrupted()) {
-					claim.cancel();
-					throw new InterruptedException();
-				}
-				long delay = claim.poll();
-				if (delay == 0) {
-					call.granted(claim.permit());
-					return;
-				}
-				LockSupport.parkNanos(this, delay);
-			}
+			acquireHeldBack(call, now);
 		}
 		catch (InterruptedException ex) {
 			Thread.currentThread().interrupt();
@@ -110,6 +155,25 @@ final class ClientLimits {
 					"Interrupted while waiting for the tokens of an outbound call");
 			interrupted.initCause(ex);
 			throw interrupted;
+		}
+	}
+
+	/** A call that a gate holds back: refused at once, or its claim and the gates waited for together. */
+	private void acquireHeldBack(OutboundCall call, long now) throws InterruptedException {
+		Reservation claim = reserve(call, now);
+		Thread thread = Thread.currentThread();
+		claim.onWake(() -> LockSupport.unpark(thread));
+		for (;;) {
+			if (thread.isInterrupted()) {
+				claim.cancel();
+				throw new InterruptedException();
+			}
+			long delay = claim.poll();
+			if (delay == 0) {
+				call.granted(claim.permit());
+				return;
+			}
+			LockSupport.parkNanos(this, delay);
 		}
 	}
 
@@ -125,13 +189,43 @@ final class ClientLimits {
 		return new GatedReservation(this.limits.reserve(this.costs, call.keys), call, this, now);
 	}
 
+	/**
+	 * Whether no local gate holds anything back (a gate kept elsewhere is asked when the call passes it:
+	 * {@link #passShared}).
+	 */
 	private boolean quiet(OutboundCall call, long now) {
-		for (ServerGate gate : call.gates) {
-			if (!gate.quiet(now)) {
+		for (Gate gate : call.gates) {
+			if (gate instanceof ServerGate local && !local.quiet(now)) {
 				return false;
 			}
 		}
 		return true;
+	}
+
+	/**
+	 * Passes the gates kept elsewhere (one round trip each), before the call takes its tokens: all of them,
+	 * or none when one holds the call back.
+	 */
+	private boolean passShared(OutboundCall call, long now) {
+		for (int i = 0; i < call.gates.length; i++) {
+			if (!(call.gates[i] instanceof ServerGate)) {
+				long mark = call.gates[i].tryPass(this.costs[i], now);
+				if (mark < 0) {
+					unpassShared(call, i);
+					return false;
+				}
+				call.marks[i] = mark;
+			}
+		}
+		return true;
+	}
+
+	private void unpassShared(OutboundCall call, int before) {
+		for (int i = 0; i < before; i++) {
+			if (!(call.gates[i] instanceof ServerGate)) {
+				call.gates[i].unpass(this.costs[i]);
+			}
+		}
 	}
 
 	/** The gate whose wait is the longest of those beyond what is left of their bucket's max-wait, or -1. */
@@ -201,7 +295,7 @@ final class ClientLimits {
 	}
 
 	/** Applies what a server said to a gate, for the call whose mark on it was {@code mark}. */
-	static void obey(ServerGate gate, ServerAnswers.Heard heard, long mark, long now) {
+	static void obey(Gate gate, ServerAnswers.Heard heard, long mark, long now) {
 		if (heard.pause() > 0) {
 			gate.pause(now + heard.pause(), now);
 		}

@@ -140,9 +140,12 @@ public final class ClientRules {
 
 	private final ConcurrentHashMap<String, Gates> gates = new ConcurrentHashMap<>();
 
+	private final @Nullable SharedGates shared;
+
 	private ClientRules(Compiled[] rules, Supplier<RateLimiterRegistry> registry, LongSupplier clock, boolean listen,
-			ServerAnswers answers, Throttled throttled) {
+			ServerAnswers answers, Throttled throttled, @Nullable SharedGates shared) {
 		this.rules = rules;
+		this.shared = shared;
 		this.registry = registry;
 		this.clock = clock;
 		this.listen = listen;
@@ -180,6 +183,27 @@ public final class ClientRules {
 	 */
 	public static ClientRules of(RateLimitProperties.Clients clients, BucketDefinitions definitions,
 			Supplier<RateLimiterRegistry> registry, LongSupplier clock, InstantSource wall, Throttled throttled) {
+		return of(clients, definitions, registry, clock, wall, throttled, null);
+	}
+
+	/**
+	 * Checks and compiles the rules, with the gates of buckets shared by several instances kept where
+	 * {@code shared} says (a Redis bucket's in Redis).
+	 *
+	 * @param clients the configured {@code ratelimit.clients}
+	 * @param definitions the configured buckets
+	 * @param registry the buckets, asked for on the first call
+	 * @param clock the buckets' clock (nanoseconds), for pauses and resets in seconds
+	 * @param wall the wall clock, for HTTP dates and epoch resets
+	 * @param throttled what counts 429 and 503 answers
+	 * @param shared where buckets' gates are kept outside this JVM, or {@code null} for nowhere
+	 * @return the compiled rules
+	 * @throws RateLimitConfigurationException naming the rule's index and the property, for the first
+	 *         rule that is not valid
+	 */
+	public static ClientRules of(RateLimitProperties.Clients clients, BucketDefinitions definitions,
+			Supplier<RateLimiterRegistry> registry, LongSupplier clock, InstantSource wall, Throttled throttled,
+			@Nullable SharedGates shared) {
 		List<RateLimitProperties.ClientRule> rules = clients.getRules();
 		if (rules.size() > 64) {
 			throw new RateLimitConfigurationException("ratelimit.clients.rules has " + rules.size() + " rules.",
@@ -194,7 +218,7 @@ public final class ClientRules {
 			compiled.add(compile(i, rules.get(i), definitions));
 		}
 		return new ClientRules(compiled.toArray(new Compiled[0]), registry, clock, clients.isListen(),
-				new ServerAnswers(maxPause, wall), throttled);
+				new ServerAnswers(maxPause, wall), throttled, shared);
 	}
 
 	private static Compiled compile(int index, RateLimitProperties.ClientRule rule, BucketDefinitions definitions) {
@@ -353,13 +377,32 @@ public final class ClientRules {
 		for (int i = 0; i < registered.length; i++) {
 			RegisteredBucket bucket = buckets.get(chosen.get(i).bucket);
 			registered[i] = bucket;
-			gates[i] = this.gates.computeIfAbsent(bucket.name(), (name) -> {
-				// the views' available shows the level the servers' answers leave (contract revision 3)
-				bucket.holdBackBy((key) -> level(name, key));
-				return new Gates();
-			});
+			gates[i] = gatesOf(bucket);
 		}
 		return new ClientLimits(chosen.toArray(new Compiled[0]), registered, gates, this);
+	}
+
+	private Gates gatesOf(RegisteredBucket bucket) {
+		return this.gates.computeIfAbsent(bucket.name(), (name) -> {
+			// the views' available shows the level the servers' answers leave (contract revision 3)
+			bucket.holdBackBy((key) -> level(name, key));
+			return new Gates(bucket, this.shared);
+		});
+	}
+
+	/**
+	 * Binds every rule's bucket to its gates before the first call: the endpoint's {@code available} then
+	 * shows what the servers said from the start, on every instance (a Redis bucket's gate may have been
+	 * written by another instance before this one calls).
+	 */
+	public void bindViews() {
+		if (this.rules.length == 0) {
+			return;
+		}
+		RateLimiterRegistry buckets = this.registry.get();
+		for (Compiled rule : this.rules) {
+			gatesOf(buckets.get(rule.bucket));
+		}
 	}
 
 	long now() {
@@ -391,34 +434,61 @@ public final class ClientRules {
 		if (gates == null) {
 			return Long.MAX_VALUE;
 		}
-		ServerGate gate = gates.find(key);
+		Gate gate = gates.find(key);
 		return (gate != null) ? gate.level(now()) : Long.MAX_VALUE;
 	}
 
-	/** A bucket's gates: the bucket's own, and one per key. */
+	/**
+	 * A bucket's gates: the bucket's own, and one per key; kept where {@link SharedGates} says for a
+	 * bucket it keeps, else in this JVM.
+	 */
 	static final class Gates {
 
-		private final ServerGate unkeyed = new ServerGate();
+		private final RegisteredBucket bucket;
 
-		private final ConcurrentHashMap<Object, ServerGate> keyed = new ConcurrentHashMap<>();
+		private final @Nullable SharedGates store;
 
-		ServerGate of(@Nullable Object key, long now) {
+		private final Gate unkeyed;
+
+		private final boolean shared;
+
+		private final ConcurrentHashMap<Object, Gate> keyed = new ConcurrentHashMap<>();
+
+		Gates(RegisteredBucket bucket, @Nullable SharedGates store) {
+			this.bucket = bucket;
+			this.store = store;
+			Gate own = (store != null) ? store.gate(bucket, null) : null;
+			this.shared = own != null;
+			this.unkeyed = (own != null) ? own : new ServerGate();
+		}
+
+		/** Whether the gates are kept outside this JVM. */
+		boolean shared() {
+			return this.shared;
+		}
+
+		Gate of(@Nullable Object key, long now) {
 			if (key == null) {
 				return this.unkeyed;
 			}
-			ServerGate gate = this.keyed.get(key);
+			Gate gate = this.keyed.get(key);
 			if (gate != null) {
 				return gate;
 			}
 			if (this.keyed.size() >= MAX_GATES) {
 				// a key's gate with nothing in force is a new gate (its count of sent calls only matters to
-				// answers of calls still out, which keep their gate)
-				this.keyed.values().removeIf((g) -> g.quiet(now));
+				// answers of calls still out, which keep their gate); a gate kept elsewhere is only a handle
+				this.keyed.values().removeIf((g) -> !(g instanceof ServerGate local) || local.quiet(now));
 			}
-			return this.keyed.computeIfAbsent(key, (k) -> new ServerGate());
+			return this.keyed.computeIfAbsent(key, this::make);
 		}
 
-		@Nullable ServerGate find(@Nullable Object key) {
+		private Gate make(Object key) {
+			Gate kept = (this.shared && this.store != null) ? this.store.gate(this.bucket, key) : null;
+			return (kept != null) ? kept : new ServerGate();
+		}
+
+		@Nullable Gate find(@Nullable Object key) {
 			return (key == null) ? this.unkeyed : this.keyed.get(key);
 		}
 	}

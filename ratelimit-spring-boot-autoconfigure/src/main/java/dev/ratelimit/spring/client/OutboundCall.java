@@ -17,7 +17,7 @@ final class OutboundCall {
 
 	final @Nullable Object[] keys;
 
-	final ServerGate[] gates;
+	final Gate[] gates;
 
 	/** Each gate's count of sent tokens after this call passed it (the answer's reference point). */
 	final long[] marks;
@@ -26,7 +26,7 @@ final class OutboundCall {
 
 	private final AtomicBoolean released = new AtomicBoolean();
 
-	OutboundCall(ClientLimits limits, @Nullable Object[] keys, ServerGate[] gates) {
+	OutboundCall(ClientLimits limits, @Nullable Object[] keys, Gate[] gates) {
 		this.limits = limits;
 		this.keys = keys;
 		this.gates = gates;

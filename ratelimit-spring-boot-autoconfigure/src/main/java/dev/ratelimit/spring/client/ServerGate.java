@@ -4,12 +4,20 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * What the server said about one bucket (or one key's bucket) of outbound calls: a pause (a 429 or 503
- * with {@code Retry-After}) and lowerings (a remaining count until a reset). The front end asks it before
- * a call is sent, alongside the engine's claim; it only ever holds calls back, never lets through a call
- * the bucket would not.
+ * What the server said about one bucket (or one key's bucket) of outbound calls, kept in this JVM: a pause
+ * (a 429 or 503 with {@code Retry-After}) and lowerings (a remaining count until a reset). The front end
+ * asks it before a call is sent, alongside the engine's claim; it only ever holds calls back, never lets
+ * through a call the bucket would not. The gate of a bucket whose backend keeps none ({@link SharedGates}).
+ *
+ * <pre>{@code
+ * ServerGate gate = new ServerGate();
+ * gate.pause(now + 30_000_000_000L, now);   // Retry-After: 30
+ * gate.delay(1, now);                       // 30 s
+ * }</pre>
+ *
+ * <p>Memory consistency effects: every method runs under the gate's monitor.
  */
-final class ServerGate {
+public final class ServerGate implements Gate {
 
 	/*
 	 * State, all under the monitor (a gate is touched once per call and once per answer):
@@ -31,7 +39,8 @@ final class ServerGate {
 	 *     reset (holding calls back longer, never letting more through).
 	 */
 
-	static final int MAX_STEPS = 16;
+	/** The most lowerings a gate keeps apart (G4). */
+	public static final int MAX_STEPS = 16;
 
 	private long sent;
 
@@ -54,7 +63,8 @@ final class ServerGate {
 	 * How long a call of {@code cost} tokens waits before the gate lets it pass (the pause left, or the
 	 * time until enough of the lowerings have reset), {@code 0} when it may pass now.
 	 */
-	synchronized long delay(long cost, long now) {
+	@Override
+	public synchronized long delay(long cost, long now) {
 		expire(now);
 		long pause = this.paused ? this.pausedUntil - now : 0;
 		long lowered = 0;
@@ -73,7 +83,8 @@ final class ServerGate {
 	 * @return the count of sent tokens after it (the call's mark, for its answer), or {@code -1} when it
 	 *         must wait ({@link #delay})
 	 */
-	synchronized long tryPass(long cost, long now) {
+	@Override
+	public synchronized long tryPass(long cost, long now) {
 		if (delay(cost, now) > 0) {
 			return -1;
 		}
@@ -92,12 +103,14 @@ final class ServerGate {
 	}
 
 	/** Takes back a pass of a call that did not go out after all (another bucket held it back). */
-	synchronized void unpass(long cost) {
+	@Override
+	public synchronized void unpass(long cost) {
 		this.sent -= cost;
 	}
 
 	/** Pauses the gate until {@code until} (a longer pause already in force stays). */
-	synchronized void pause(long until, long now) {
+	@Override
+	public synchronized void pause(long until, long now) {
 		if (until - now <= 0) {
 			return;
 		}
@@ -111,7 +124,8 @@ final class ServerGate {
 	 * The server said {@code remaining} tokens remain until {@code reset}, answering the call whose mark
 	 * was {@code mark}.
 	 */
-	synchronized void lower(long remaining, long mark, long reset, long now) {
+	@Override
+	public synchronized void lower(long remaining, long mark, long reset, long now) {
 		expire(now);
 		if (reset - now <= 0) {
 			return;
@@ -147,7 +161,8 @@ final class ServerGate {
 	}
 
 	/** The level the lowerings leave now ({@code Long.MAX_VALUE} without one); 0 while paused. */
-	synchronized long level(long now) {
+	@Override
+	public synchronized long level(long now) {
 		expire(now);
 		if (this.paused) {
 			return 0;

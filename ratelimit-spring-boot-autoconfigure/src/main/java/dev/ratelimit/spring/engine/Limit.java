@@ -1,6 +1,7 @@
 package dev.ratelimit.spring.engine;
 
 import java.time.Duration;
+import java.util.Set;
 
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -9,6 +10,7 @@ import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.core.Reservation;
 import dev.ratelimit.spring.BucketStats;
 import dev.ratelimit.spring.KeyedBuckets;
+import dev.ratelimit.spring.PlannedKey;
 import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.WaitObserver;
 import org.jspecify.annotations.Nullable;
@@ -41,6 +43,12 @@ public final class Limit {
 	/** The bucket's per-key buckets, for a limit whose calls have keys; else {@code null}. */
 	private final @Nullable KeyedBuckets keys;
 
+	/**
+	 * The plans whose keys' calls are in shadow mode (a plan's {@code mode: shadow}); {@code null} for
+	 * none, or for a limit whose calls have no keys.
+	 */
+	private final @Nullable Set<String> shadowPlans;
+
 	/** Whether a call's completion may settle its tokens (K2: it keeps its key's bucket until then). */
 	final boolean completes;
 
@@ -52,7 +60,24 @@ public final class Limit {
 		this.maxWait = (maxWait != null) ? maxWait : bucket.maxWait();
 		this.keys = keyed ? bucket.keyed() : null;
 		this.planWaits = maxWait == null && this.keys != null && this.keys.hasPlans();
+		this.shadowPlans = (this.keys != null && !bucket.shadowPlans().isEmpty()) ? bucket.shadowPlans() : null;
 		this.completes = completes;
+	}
+
+	/**
+	 * Whether a call with this key is decided in shadow mode: the bucket is in shadow mode, or the key's
+	 * plan is (contract revision 3, "Plans").
+	 *
+	 * @param key the call's key (a {@link PlannedKey} names its plan), or {@code null}
+	 * @return {@code true} for shadow mode
+	 */
+	boolean isShadow(@Nullable Object key) {
+		if (this.stats.isShadow()) {
+			return true;
+		}
+		Set<String> shadow = this.shadowPlans;
+		return shadow != null && key instanceof PlannedKey planned && planned.plan() != null
+				&& shadow.contains(planned.plan());
 	}
 
 	/**
@@ -273,7 +298,7 @@ public final class Limit {
 
 	/** A shadow bucket would have refused: counted, and observed (the call does not wait). */
 	private void shadowRefused(RateLimitExceededException refusal) {
-		this.stats.refused();
+		this.stats.refusedInShadow();
 		this.stats.observer().started(this.bucket).ended(WaitObserver.SHADOW_REJECTED, this.bucket, refusal);
 	}
 

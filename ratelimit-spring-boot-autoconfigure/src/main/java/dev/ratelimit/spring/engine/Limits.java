@@ -241,7 +241,7 @@ public final class Limits {
 
 	/** The single-bucket path: the limiter's own acquire, or the shadow decision. */
 	private Permit acquireOne(Limit one, long tokens, @Nullable Object key) throws InterruptedException {
-		if (one.stats.isShadow()) {
+		if (one.isShadow(key)) {
 			Permit permit = one.shadow(tokens, key, null, null, 0);
 			return (permit != null) ? permit : Permit.noop();
 		}
@@ -314,7 +314,7 @@ public final class Limits {
 		try {
 			for (; taken < count; taken++) {
 				Limit limit = limits[taken];
-				if (limit.stats.isShadow()) {
+				if (limit.isShadow(keys[taken])) {
 					break;
 				}
 				Permit permit;
@@ -397,7 +397,7 @@ public final class Limits {
 
 	/** The single-bucket claim: the limiter's own, or (shadow mode) a call decided at once. */
 	private Reservation reserveOne(Limit one, long tokens, @Nullable Object key) {
-		if (one.stats.isShadow()) {
+		if (one.isShadow(key)) {
 			return claim(new long[] { tokens }, new Object[] { key });
 		}
 		return one.reserve(tokens, key);
@@ -421,7 +421,7 @@ public final class Limits {
 		try {
 			for (int i = 0; i < count; i++) {
 				Limit limit = this.limits[i];
-				if (limit.stats.isShadow()) {
+				if (limit.isShadow(keys[i])) {
 					continue;
 				}
 				try {

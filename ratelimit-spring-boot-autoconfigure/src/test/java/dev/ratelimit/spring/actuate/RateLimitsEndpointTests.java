@@ -55,7 +55,7 @@ class RateLimitsEndpointTests {
 			assertThat(db.propertyNames()).containsExactlyInAnyOrder("type", "backend", "rate", "period", "limit",
 					"available", "deficiency", "waiting", "inFlight", "cappedRelease", "granted", "rejected", "pools",
 					"behindSchedule", "mode", "keys", "resetsAt",
-					"shadowRejected", "plan", "plans");
+					"shadowRejected", "plan", "plans", "keysLoad");
 			assertThat(db.get("plan").isNull()).isTrue(); // (a key's view names its plan; serialized, not omitted)
 			assertThat(db.get("plans").isObject() && db.get("plans").isEmpty()).as("plans: {} without plans").isTrue();
 			assertThat(db.get("mode").asString()).isEqualTo("enforce");

@@ -86,6 +86,43 @@ class PlansTests {
 		});
 	}
 
+	/** A plan's {@code mode: shadow}: its keys' calls are decided but never held back; the others' are. */
+	@Test
+	void aPlanInShadowModeNeverHoldsItsKeysBack() {
+		this.runner.withPropertyValues("ratelimit.buckets.api.plans.trial.mode=shadow").run((context) -> {
+			Service service = context.getBean(Service.class);
+			assertThat(burst(service, "t", "trial")).as("trial's calls all run").isEqualTo(1000);
+			assertThat(burst(service, "f", "free")).as("the template enforces").isEqualTo(10);
+			RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+			assertThat(endpoint.bucket("api").shadowRejected()).as("trial's calls beyond its limit").isEqualTo(990);
+			assertThat(endpoint.bucket("api").mode()).isEqualTo("enforce");
+		});
+	}
+
+	/**
+	 * A plan's {@code capped-release}: a key's bucket made on the plan is capped (its tokens are held until
+	 * its calls complete); the template's keys' are not; a key that moves to the plan keeps the bucket it
+	 * has (a bucket cannot turn capped with tokens in flight), with the plan's rate and limit.
+	 */
+	@Test
+	void aKeysBucketMadeOnACappedPlanIsCapped() {
+		this.runner
+			.withPropertyValues("ratelimit.buckets.api.plans.held.capped-release=true",
+					"ratelimit.buckets.api.plans.held.limit=4")
+			.run((context) -> {
+				Service service = context.getBean(Service.class);
+				assertThat(burst(service, "h", "held")).isEqualTo(4);
+				assertThat(burst(service, "f", "free")).isEqualTo(10);
+				RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+				assertThat(endpoint.key("api", "h").cappedRelease()).isTrue();
+				assertThat(endpoint.key("api", "f").cappedRelease()).isFalse();
+				advance(Duration.ofSeconds(1));
+				assertThat(burst(service, "f", "held")).as("f keeps its bucket, at held's limit").isEqualTo(4);
+				assertThat(endpoint.key("api", "f").cappedRelease()).isFalse();
+				assertThat(endpoint.key("api", "f").plan()).isEqualTo("held");
+			});
+	}
+
 	@Test
 	void aDowngradeCapsAtOnce() {
 		this.runner.run((context) -> {

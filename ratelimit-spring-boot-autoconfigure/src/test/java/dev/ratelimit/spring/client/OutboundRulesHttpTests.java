@@ -7,6 +7,7 @@ import java.time.Instant;
 import java.time.InstantSource;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -14,6 +15,7 @@ import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.RateLimitExceededException;
 import dev.ratelimit.spring.RateLimitClock;
+import dev.ratelimit.spring.RateLimitPlanResolver;
 import dev.ratelimit.spring.RateLimiterRegistry;
 import dev.ratelimit.spring.actuate.RateLimitsEndpoint;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
@@ -168,6 +170,51 @@ class OutboundRulesHttpTests {
 			assertThat(((RateLimitExceededException) refused).getBucket()).isEqualTo("partner");
 			assertThat(this.partner.received()).isEqualTo(1);
 		});
+	}
+
+	/**
+	 * Contract revision 3, "Plans": an outbound rule has no plan of its own; a keyed rule on a bucket with
+	 * plans gets each key's plan from the {@link RateLimitPlanResolver} bean. Before, the keys of an
+	 * outbound rule always had the template's settings. (The HTTP interface client calls one fixed URL: the
+	 * key here is the URL's query.)
+	 */
+	@ParameterizedTest
+	@EnumSource(value = Client.class, names = { "REST_CLIENT", "REST_TEMPLATE", "WEB_CLIENT" })
+	void aKeyedRuleOnABucketWithPlansTakesEachKeysPlanFromTheResolver(Client client) {
+		List<String> asked = new java.util.concurrent.CopyOnWriteArrayList<>();
+		rule("partner", "rate=1", "period=1h", "limit=2", "max-wait=0", "plans.pro.limit=5")
+			.withPropertyValues("ratelimit.clients.rules[0].key=#request.getURI().getQuery()")
+			.withBean(RateLimitPlanResolver.class, () -> (bucket, key) -> {
+				asked.add(bucket + ":" + key);
+				return String.valueOf(key).startsWith("pro") ? "pro" : null;
+			})
+			.run((context) -> {
+				Caller caller = caller(context, client);
+				assertThat(sentOf(caller, this.partner.url("/v1/things?free-1"), 10)).as("free: the template's limit")
+					.isEqualTo(2);
+				assertThat(sentOf(caller, this.partner.url("/v1/things?pro-1"), 10)).as("pro: its plan's limit")
+					.isEqualTo(5);
+				assertThat(this.partner.received()).isEqualTo(7);
+				assertThat(asked).contains("partner:free-1", "partner:pro-1");
+				RateLimitsEndpoint endpoint = new RateLimitsEndpoint(context.getBean(RateLimiterRegistry.class));
+				assertThat(endpoint.key("partner", "pro-1").plan()).isEqualTo("pro");
+				assertThat(endpoint.key("partner", "free-1").plan()).isNull();
+			});
+	}
+
+	/** Calls until one is refused (at most {@code times}); the calls sent. */
+	private static int sentOf(Caller caller, String url, int times) {
+		int sent = 0;
+		for (int i = 0; i < times; i++) {
+			try {
+				caller.get(url);
+				sent++;
+			}
+			catch (RateLimitExceededException ex) {
+				return sent;
+			}
+		}
+		return sent;
 	}
 
 	@ParameterizedTest
