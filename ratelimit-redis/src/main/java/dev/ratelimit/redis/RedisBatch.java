@@ -434,7 +434,7 @@ final class RedisBatch {
 			this.size = Math.max(1, Math.min(used, this.bucket.tune().current().limit() / 2));
 		}
 		Settings with = this.takenWith;
-		if (used == 0 || (with != null && with != this.bucket.tune().current())) {
+		if (used == 0 || (with != null && !with.equals(this.bucket.tune().current()))) {
 			giveBackAll(false);
 		}
 		synchronized (this) {
@@ -456,6 +456,22 @@ final class RedisBatch {
 			}
 		}
 		giveBackAll(true);
+		this.holding.remove(this);
+	}
+
+	/**
+	 * What an instance that dies does (for tests of B4): stops, and gives nothing back; the hand is lost here,
+	 * and its lease runs out in Redis.
+	 */
+	void crash() {
+		this.closed = true;
+		synchronized (this) {
+			if (this.sweep != null) {
+				this.sweep.cancel(false);
+				this.sweep = null;
+			}
+		}
+		this.hand.set(0);
 		this.holding.remove(this);
 	}
 

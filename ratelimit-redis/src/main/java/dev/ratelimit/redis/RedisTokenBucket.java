@@ -600,8 +600,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		checkCost(this.tune.current(), n);
 		long start = this.clock.getAsLong();
 		RedisBatch batch = this.batch;
-		if (batch != null && n > 0 && batch.take(n)) {
-			return new BatchGrant(this, batch, n, maxWait, start);
+		if (batch != null && n > 0) {
+			if (batch.take(n)) {
+				return new BatchGrant(this, batch, n, maxWait, start, 0);
+			}
+			long refused = batch.refusedFor(start);
+			if (refused > budget) {
+				return new BatchGrant(this, batch, n, maxWait, start, refused);
+			}
 		}
 		RedisClaim claim = new RedisClaim(this, n, maxWait, budget, start);
 		if (n == 0) {

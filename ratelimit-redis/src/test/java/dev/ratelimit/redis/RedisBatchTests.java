@@ -176,21 +176,26 @@ class RedisBatchTests {
 	@Test
 	void aKilledInstanceLosesAtMostOneBatchOnce() throws InterruptedException {
 		RedisTokenBucket killed = RedisTokenBucket.builder().name("killed").keyPrefix("batch:")
-			.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(2)).batch("10")
+			.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)).batch("10")
 			.connectionFactory(redis.connectionFactory()).build();
 		RedisBuckets other = new RedisBuckets(redis.connectionFactory());
 		try {
 			RedisTokenBucket survivor = other.build(RedisTokenBucket.builder().name("killed").keyPrefix("batch:")
 				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(2)), null, (first) -> {
 				});
+			// both connections open first (a busy machine may take seconds): a call that timed out would apply the
+			// failure policy
+			assertThat(killed.snapshot().available()).isEqualTo(100);
+			assertThat(survivor.snapshot().available()).isEqualTo(100);
 			assertThat(killed.tryAcquire(1)).isTrue();
 			assertThat(fields("batch:{killed}")).containsEntry("h", "10");
-			// killed: its connection goes, nothing is given back
+			// killed: nothing is given back, its connection goes
+			killed.batch().crash();
 			killed.connection().close();
 			assertThat(survivor.snapshot().available()).as("the batch held elsewhere counts against the limit")
 				.isEqualTo(90);
-			// its lease (3 holds + the timeout) runs out: the batch counts as spent, once
-			long deadline = System.nanoTime() + Duration.ofSeconds(10).toNanos();
+			// its lease (3 holds + the timeout: 10.3 s) runs out: the batch counts as spent, once
+			long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
 			while (!"0".equals(fields("batch:{killed}").get("h")) && System.nanoTime() - deadline < 0) {
 				survivor.tryAcquire(0);
 				survivor.snapshot();
@@ -296,6 +301,35 @@ class RedisBatchTests {
 			// about one call per token (each takes what is there) plus one per hold (100 ms): far fewer than refusals
 			assertThat(calls.get()).isLessThanOrEqualTo(granted.get() + (long) (elapsed * 10) * 2 + 10);
 			assertThat(refused.get()).isGreaterThan(10 * calls.get());
+		}
+		finally {
+			instance.close();
+		}
+	}
+
+	/** B7: once Redis said when the next token comes, callers are refused here, with no Redis call. */
+	@Test
+	void aBucketThatRedisSaidIsEmptyRefusesHereUntilTheNextToken() {
+		RedisBuckets instance = new RedisBuckets(redis.connectionFactory());
+		try {
+			RedisTokenBucket empty = instance.build(RedisTokenBucket.builder().name("empty").keyPrefix("batch:")
+				.rate(1, Duration.ofHours(1)).limit(1).timeout(Duration.ofSeconds(10)).batch("1")
+				.batchHold(Duration.ofSeconds(30)), null, (first) -> {
+				});
+			// the connection open first (a busy machine may take seconds): a call that timed out would apply the
+			// failure policy, whose local bucket grants on its own
+			assertThat(empty.snapshot().available()).isEqualTo(1);
+			AtomicLong calls = new AtomicLong();
+			empty.onCall((outcome, nanos) -> calls.incrementAndGet());
+			assertThat(empty.tryAcquire(1)).isTrue();
+			assertThat(empty.tryAcquire(1)).as("Redis says the next token is an hour away").isFalse();
+			long asked = calls.get();
+			assertThat(empty.tryAcquire(1)).isFalse();
+			assertThatThrownBy(() -> empty.reserve(1, Duration.ZERO).poll())
+				.isInstanceOf(dev.ratelimit.core.RateLimitExceededException.class);
+			assertThatThrownBy(() -> empty.acquire(1, Duration.ofMillis(1)))
+				.isInstanceOf(dev.ratelimit.core.RateLimitExceededException.class);
+			assertThat(calls.get()).as("Redis calls after it said so").isEqualTo(asked);
 		}
 		finally {
 			instance.close();
