@@ -103,6 +103,26 @@ final class BucketScript {
 	 */
 	record Settings(Rate rate, long limit, boolean capped, long leaseMicros, long a, long b, long retunedAtMicros) {
 
+		/**
+		 * Checks a call's {@code n} against these settings: {@code >= 0}, within the limit when capped (more could
+		 * never be granted), and within what the script's Lua doubles hold exactly.
+		 *
+		 * @throws InvalidArgumentException naming {@code n}, the bucket and the bound
+		 */
+		void checkCost(long n, String bucket) {
+			if (n < 0) {
+				throw new InvalidArgumentException("n", n, 0L, null, "n must be >= 0, was " + n);
+			}
+			if (this.capped && n > this.limit) {
+				throw new InvalidArgumentException("n", n, 0L, this.limit, "n must be at most the limit (" + this.limit
+						+ ") of capped bucket '" + bucket + "', was " + n + ": it could never be granted");
+			}
+			if (n > maxCost()) {
+				throw new InvalidArgumentException("n", n, 0L, maxCost(), "n must be at most " + maxCost()
+						+ " for Redis bucket '" + bucket + "' (exact arithmetic in Lua doubles), was " + n);
+			}
+		}
+
 		static Settings of(Rate rate, long limit, boolean capped, Duration lease, String bucket) {
 			if (limit < 1) {
 				throw new InvalidArgumentException("limit", limit, 1L, null, "limit must be >= 1, was " + limit);

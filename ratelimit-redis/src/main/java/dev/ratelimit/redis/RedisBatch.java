@@ -16,6 +16,11 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
+import dev.ratelimit.core.AbstractReservation;
+import dev.ratelimit.core.Permit;
+import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiterSnapshot;
+import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.redis.BucketScript.Reply;
 import dev.ratelimit.redis.BucketScript.Settings;
 import dev.ratelimit.redis.FailureDetector.Call;
@@ -234,6 +239,55 @@ final class RedisBatch {
 			return 0;
 		}
 		return left;
+	}
+
+	/** A view of the bucket with this instance's unspent batch in its {@code available} (contract revision 3). */
+	RateLimiterSnapshot withHand(RateLimiterSnapshot view) {
+		return new RateLimiterSnapshot(view.rate(), view.period(), view.limit(), view.cappedRelease(),
+				view.available() + inHand(), view.deficiency(), view.waiting(), view.inFlight(), view.granted(),
+				view.rejected(), view.pools(), view.behindSchedule(), view.untilFull(), view.resetsAt(),
+				view.untilReset());
+	}
+
+	/**
+	 * A {@code tryAcquire} of the bucket, served by this batch when it can be.
+	 *
+	 * @return {@link #GRANTED}, {@link #REFUSED} (Redis said when the next token is there), or
+	 *         {@link #NO_ANSWER}: ask Redis
+	 */
+	int tryAcquire(long n) {
+		return take(n) ? GRANTED : slow(n, 0);
+	}
+
+	/**
+	 * An {@code acquire} of the bucket, served by this batch when it can be: waits in arrival order (B7) within
+	 * {@code maxWait}, and counts the call.
+	 *
+	 * @return the permit, or {@code null} when Redis did not answer: the bucket's own path (and its failure
+	 *         policy) decides
+	 * @throws RateLimitExceededException when Redis said the next token is beyond {@code maxWait}
+	 * @throws InterruptedException when interrupted while waiting; nothing is taken
+	 */
+	@Nullable Permit acquire(long n, Duration maxWait, StatsRecorder stats) throws InterruptedException {
+		if (take(n)) {
+			stats.recordGranted(0);
+			return Permit.noop();
+		}
+		long start = this.clock.getAsLong();
+		int found = slow(n, AbstractReservation.budgetNanos(maxWait));
+		if (found == GRANTED) {
+			stats.recordGranted(this.clock.getAsLong() - start);
+			return Permit.noop();
+		}
+		if (found == REFUSED) {
+			if (Thread.interrupted()) {
+				throw new InterruptedException("Interrupted while acquiring " + n + " tokens of '" + this.bucket.name() + "'");
+			}
+			stats.recordRejected();
+			throw new RateLimitExceededException(this.bucket.name(), n,
+					Duration.ofNanos(Math.max(refusedFor(this.clock.getAsLong()), 1_000)));
+		}
+		return null;
 	}
 
 	/**

@@ -62,33 +62,8 @@ import org.jspecify.annotations.Nullable;
  * load) and when it asks again. A reply that comes after its call timed out, or after its caller gave
  * up, is not lost: tokens it granted are given back.
  *
- * <p>With {@code local}, the in-memory bucket is a <em>mirror</em> while the bucket asks Redis: every
- * call Redis grants here takes its tokens from it too (a charge: it may owe tokens), and every refund
- * gives them back. So a call that Redis alone does not answer in time (one slow reply, a cold start,
- * while the bucket has not switched) is limited by what this instance's calls have already taken: on
- * one instance the bucket's bound holds whether Redis or the mirror decided (up to the difference between
- * Redis's clock and this one's), for the calls it decided that reached Redis (their late grants stay
- * there). Across instances each mirror knows only its own instance's calls, so while calls keep timing
- * out the instances together may go up to each one's own bound (the README's "One slow reply"). When the bucket switches to its policy,
- * the in-memory bucket goes on from there: it started full when the bucket was made, and a switch does
- * not fill it again (that would let this instance take {@code limit} more at once, beyond its bound); it
- * limits this instance alone until Redis answers again. (Capped release: the mirror counts the rate; the
- * tokens in flight on this instance, whoever granted them, are counted apart, {@link FailurePolicy.Flight}:
- * the policy lets a call through only within the limit less what this instance holds, and a grant of Redis
- * that would take this instance past its limit goes back, so one instance never has more than {@code limit}
- * in flight. A capped call the policy let through after its call went unanswered keeps that call's late
- * grant in Redis until it ends, so that Redis counts the call that runs.)
- *
- * <h2>Capped release across instances</h2>
- * Each call's tokens are held under a lease ({@code <instance>:<sequence>#<n>}) with a deadline,
- * {@code lease} after the grant: a permit's close releases them exactly once, tokens not released
- * within the lease come back (an instance that died leaks nothing for longer), and a release after
- * that changes nothing. Callers waiting for releases hold a ticket in a queue in Redis and are served
- * in arrival order across instances; the script publishes every release on
- * {@code <key>:woken}, which wakes them to ask again (and they ask at most
- * {@value #MAX_RELEASE_ASK_MILLIS} ms apart if a message is missed). A key's bucket is subscribed to its
- * channel only from its first claim that waits for releases until it is idle (asked before the bucket is
- * dropped), so an instance holds no subscription for the keys it has seen and dropped.
+ * <p>How the {@code local} policy mirrors Redis, capped release across instances, resetting and the buckets of
+ * keys: the package's design notes ({@code package-info.java}).
  *
  * <h2>Retuning</h2>
  * {@link #updateRate} and {@link #updateLimit} store the new settings in Redis with the bucket
@@ -97,28 +72,6 @@ import org.jspecify.annotations.Nullable;
  * (its first call deletes them). The bucket's mode (enforce or shadow) switched through the endpoint is
  * kept in the same record and comes back with every reply the same way ({@link TemplateTune}).
  *
- * <h2>Resetting</h2>
- * {@link #reset()} (contract revision 3) makes the bucket's hash full in one script call, what callers owed
- * forgotten (capped: the tokens in flight stay in flight under their leases, and the queue keeps its order),
- * and records the reset with the retune ({@code rst}); the script publishes it on
- * {@code <key-prefix>{<bucket>}:reset}, so that every instance reads it at once ({@link TemplateTune}) and
- * drops what it holds from before: its {@code local} policy's bucket is reset, and its callers waiting for
- * time or releases claim again from the full bucket. The overflow bucket and each key's bucket follow it at
- * their next call on any instance (a hash whose {@code z} is older than the reset is full again; a key's call
- * passes the template's reset as read with its settings, at most {@value TemplateTune#STALE_MILLIS} ms old,
- * as for a retune). The instance that resets also resets the keys' buckets it holds at once.
- *
- * <h2>Buckets of keys</h2>
- * A bucket used with a key has, on each instance, one {@link TemplateTune} shared by its own bucket, its
- * overflow bucket ({@code <key-prefix>{<bucket>}:overflow}) and the bucket of each key
- * ({@code <key-prefix>{<bucket>:<key>}}). There is one retune for all of them, the template's: the
- * overflow bucket reads it in each call (same hash tag), and a key's bucket, in another Redis Cluster hash
- * slot, passes the settings in force as arguments, read at most {@value TemplateTune#STALE_MILLIS} ms
- * before its call, with the time of the retune they come from. A key's hash expires when full, like any
- * bucket's, and keeps no retune: an idle key costs Redis nothing, and comes back with the settings in
- * force. It records the settings it was written with, so that the first call after a retune counts the
- * time before the retune at those (the README's "Settings that changed since the last write": exact for
- * one retune between two writes of a key; with several, the time up to the last counts at the key's).
  */
 public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
@@ -269,16 +222,22 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// a reset made through any instance (contract revision 3): what this instance holds from before goes
 			this.tune.onReset(this::resetHere);
 		}
-		long batchSize = RedisBatch.parse(builder.batch, limit, name);
-		if (batchSize != 0 && own.capped()) {
-			throw new IllegalArgumentException("ratelimit.buckets." + name + ".redis.batch is not available with"
-					+ " capped-release (tokens in flight are released one call at a time): use batch: none");
+		this.batch = batch(builder, limit, own.capped());
+	}
+
+	/** Contract revision 3: this instance's batch, as {@code redis.batch} and {@code redis.batch-hold} say. */
+	private @Nullable RedisBatch batch(RedisTokenBucketBuilder builder, long limit, boolean capped) {
+		long batchSize = RedisBatch.parse(builder.batch, limit, this.name);
+		if (batchSize != 0 && capped) {
+			throw new InvalidArgumentException("batch", builder.batch, null, null, "ratelimit.buckets." + this.name
+					+ ".redis.batch is not available with capped-release (tokens in flight are released one call at a"
+					+ " time): use batch: none");
 		}
 		if (batchSize != 0 && (builder.batchHold == null || builder.batchHold.toMillis() < 1)) {
 			throw new InvalidArgumentException("batchHold", builder.batchHold, Duration.ofMillis(1), null,
-					"ratelimit.buckets." + name + ".redis.batch-hold must be at least 1ms, was " + builder.batchHold);
+					"ratelimit.buckets." + this.name + ".redis.batch-hold must be at least 1ms, was " + builder.batchHold);
 		}
-		this.batch = (batchSize == 0) ? null
+		return (batchSize == 0) ? null
 				: new RedisBatch(this, Math.max(batchSize, 0), builder.batchHold, this.timeoutNanos, this.clock,
 						builder.batches);
 	}
@@ -498,25 +457,19 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	@Override
 	public boolean tryAcquire(long n) {
-		checkCost(this.tune.current(), n);
+		this.tune.current().checkCost(n, this.name);
 		if (n == 0) {
 			this.stats.recordGranted(0);
 			return true;
 		}
 		RedisBatch batch = this.batch;
-		if (batch != null) {
-			if (batch.take(n)) {
-				this.stats.recordGranted(0);
-				return true;
-			}
-			int found = batch.slow(n, 0);
-			if (found != RedisBatch.NO_ANSWER) {
-				record(found == RedisBatch.GRANTED);
-				return found == RedisBatch.GRANTED;
-			}
+		int found = (batch != null) ? batch.tryAcquire(n) : RedisBatch.NO_ANSWER;
+		if (found != RedisBatch.NO_ANSWER) {
+			record(found == RedisBatch.GRANTED);
+			return found == RedisBatch.GRANTED;
 		}
 		Settings s = awaitSettings();
-		checkCost(s, n);
+		s.checkCost(n, this.name);
 		String id = s.capped() ? newId(n) : "";
 		Call call = send(s, Mode.ACQUIRE, n, 0, id);
 		Reply reply = (call != null) ? call.awaitUninterruptibly() : null;
@@ -559,30 +512,14 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public Permit acquire(long n, Duration maxWait) throws InterruptedException {
 		AbstractReservation.budgetNanos(maxWait);
-		checkCost(this.tune.current(), n);
+		this.tune.current().checkCost(n, this.name);
 		if (Thread.currentThread().isInterrupted()) {
 			throw new InterruptedException("Interrupted before acquiring " + n + " tokens of '" + this.name + "'");
 		}
 		RedisBatch batch = this.batch;
-		if (batch != null && n > 0) {
-			if (batch.take(n)) {
-				this.stats.recordGranted(0);
-				return Permit.noop();
-			}
-			long start = this.clock.getAsLong();
-			int found = batch.slow(n, AbstractReservation.budgetNanos(maxWait));
-			if (found == RedisBatch.GRANTED) {
-				this.stats.recordGranted(this.clock.getAsLong() - start);
-				return Permit.noop();
-			}
-			if (found == RedisBatch.REFUSED) {
-				if (Thread.interrupted()) {
-					throw new InterruptedException("Interrupted while acquiring " + n + " tokens of '" + this.name + "'");
-				}
-				this.stats.recordRejected();
-				throw new RateLimitExceededException(this.name, n,
-						Duration.ofNanos(Math.max(batch.refusedFor(this.clock.getAsLong()), 1_000)));
-			}
+		Permit fromBatch = (batch != null && n > 0) ? batch.acquire(n, maxWait, this.stats) : null;
+		if (fromBatch != null) {
+			return fromBatch;
 		}
 		// a claim on Redis, or on the local fallback while Redis does not answer: either way it holds its
 		// tokens' place, so wait for it (claiming again would take the tokens twice)
@@ -597,7 +534,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	@Override
 	public Reservation reserve(long n, Duration maxWait) {
 		long budget = AbstractReservation.budgetNanos(maxWait);
-		checkCost(this.tune.current(), n);
+		this.tune.current().checkCost(n, this.name);
 		long start = this.clock.getAsLong();
 		RedisBatch batch = this.batch;
 		if (batch != null && n > 0) {
@@ -779,14 +716,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		RateLimiterSnapshot view = BucketScript.view(s, reply, this.waiting.get(), this.stats);
 		RedisBatch batch = this.batch;
-		if (batch == null) {
-			return view;
-		}
-		// contract revision 3: available includes this instance's unspent batch
-		return new RateLimiterSnapshot(view.rate(), view.period(), view.limit(), view.cappedRelease(),
-				view.available() + batch.inHand(), view.deficiency(), view.waiting(), view.inFlight(), view.granted(),
-				view.rejected(), view.pools(), view.behindSchedule(), view.untilFull(), view.resetsAt(),
-				view.untilReset());
+		return (batch == null) ? view : batch.withHand(view);
 	}
 
 	/**
@@ -958,20 +888,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		}
 		else if (reply.queued()) {
 			sendUnconditionally(Mode.LEAVE, 0, id);
-		}
-	}
-
-	private void checkCost(Settings s, long n) {
-		if (n < 0) {
-			throw new IllegalArgumentException("n must be >= 0, was " + n);
-		}
-		if (s.capped() && n > s.limit()) {
-			throw new IllegalArgumentException("n must be at most the limit (" + s.limit() + ") of capped bucket '"
-					+ this.name + "', was " + n + ": it could never be granted");
-		}
-		if (n > s.maxCost()) {
-			throw new IllegalArgumentException("n must be at most " + s.maxCost() + " for Redis bucket '" + this.name
-					+ "' (exact arithmetic in Lua doubles), was " + n);
 		}
 	}
 

@@ -87,9 +87,10 @@ class RedisBatchTests {
 			// demand far above the rate: most of it granted (95 % on a quiet machine; loose here, CI is busy)
 			assertThat((double) grants.size()).isGreaterThanOrEqualTo(0.5 * RATE * elapsed);
 			// demand above the rate: each instance asks about once per token there (each call takes what is there,
-			// or learns when the next will be) and once per hold
+			// or learns when the next will be) and once per hold; a quarter more for a busy machine, where an
+			// instance that learned when the next token is there may ask a little before another took it
 			assertThat(calls.get()).as("Redis calls")
-				.isLessThanOrEqualTo((long) (count * (RATE * elapsed + LIMIT + 2 * elapsed / 0.1 + 20)));
+				.isLessThanOrEqualTo((long) (1.25 * count * (RATE * elapsed + LIMIT + 2 * elapsed / 0.1 + 20)));
 		}
 		finally {
 			instances.forEach(RedisBuckets::close);
