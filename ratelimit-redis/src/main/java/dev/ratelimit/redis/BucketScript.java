@@ -374,7 +374,8 @@ final class BucketScript {
 		}
 	}
 
-	private static String load(String resource) {
+	/** A script of the module, from the class path. */
+	static String load(String resource) {
 		try (InputStream in = BucketScript.class.getClassLoader().getResourceAsStream(resource)) {
 			if (in == null) {
 				throw new IllegalStateException("Missing " + resource + " on the class path");
@@ -386,7 +387,8 @@ final class BucketScript {
 		}
 	}
 
-	private static String sha1(String text) {
+	/** A script's SHA-1, as {@code EVALSHA} names it. */
+	static String sha1(String text) {
 		try {
 			return HexFormat.of()
 				.formatHex(MessageDigest.getInstance("SHA-1").digest(text.getBytes(StandardCharsets.UTF_8)));

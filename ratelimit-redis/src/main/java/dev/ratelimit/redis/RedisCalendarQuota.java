@@ -1,17 +1,10 @@
 package dev.ratelimit.redis;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.InstantSource;
 import java.time.ZoneId;
 import java.time.ZoneOffset;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
@@ -85,10 +78,10 @@ import org.jspecify.annotations.Nullable;
 public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 
 	/** The script ({@code quota.lua}). */
-	static final String SOURCE = load("dev/ratelimit/redis/quota.lua");
+	static final String SOURCE = BucketScript.load("dev/ratelimit/redis/quota.lua");
 
 	/** Its SHA-1, for {@code EVALSHA}. */
-	static final String SHA1 = sha1(SOURCE);
+	static final String SHA1 = BucketScript.sha1(SOURCE);
 
 	private static final long GRANTED = 1;
 
@@ -507,28 +500,6 @@ public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 			t = t.getCause();
 		}
 		return t;
-	}
-
-	private static String load(String resource) {
-		try (InputStream in = RedisCalendarQuota.class.getClassLoader().getResourceAsStream(resource)) {
-			if (in == null) {
-				throw new IllegalStateException("Missing " + resource + " on the class path");
-			}
-			return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-		}
-		catch (IOException ex) {
-			throw new UncheckedIOException(ex);
-		}
-	}
-
-	private static String sha1(String text) {
-		try {
-			return HexFormat.of()
-				.formatHex(MessageDigest.getInstance("SHA-1").digest(text.getBytes(StandardCharsets.UTF_8)));
-		}
-		catch (NoSuchAlgorithmException ex) {
-			throw new IllegalStateException(ex);
-		}
 	}
 
 	/**

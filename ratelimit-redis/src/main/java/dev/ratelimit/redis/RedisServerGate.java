@@ -1,13 +1,6 @@
 package dev.ratelimit.redis;
 
-import java.io.IOException;
-import java.io.InputStream;
-import java.io.UncheckedIOException;
-import java.nio.charset.StandardCharsets;
-import java.security.MessageDigest;
-import java.security.NoSuchAlgorithmException;
 import java.time.Duration;
-import java.util.HexFormat;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
@@ -53,9 +46,9 @@ public final class RedisServerGate {
 	private static final Log logger = LogFactory.getLog(RedisServerGate.class);
 
 	/** The script, {@code gate.lua}. */
-	static final String SOURCE = load("dev/ratelimit/redis/gate.lua");
+	static final String SOURCE = BucketScript.load("dev/ratelimit/redis/gate.lua");
 
-	static final String SHA1 = sha1(SOURCE);
+	static final String SHA1 = BucketScript.sha1(SOURCE);
 
 	/** The mark of a call passed while Redis did not answer: its answer lowers nothing. */
 	public static final long UNCOUNTED = Long.MAX_VALUE;
@@ -237,28 +230,6 @@ public final class RedisServerGate {
 	private static long nanos(Object micros) {
 		long value = (Long) micros;
 		return (value >= Long.MAX_VALUE / 1000) ? Long.MAX_VALUE : value * 1000;
-	}
-
-	private static String load(String resource) {
-		try (InputStream in = RedisServerGate.class.getClassLoader().getResourceAsStream(resource)) {
-			if (in == null) {
-				throw new IllegalStateException("Missing " + resource + " on the class path");
-			}
-			return new String(in.readAllBytes(), StandardCharsets.UTF_8);
-		}
-		catch (IOException ex) {
-			throw new UncheckedIOException(ex);
-		}
-	}
-
-	private static String sha1(String text) {
-		try {
-			return HexFormat.of()
-				.formatHex(MessageDigest.getInstance("SHA-1").digest(text.getBytes(StandardCharsets.UTF_8)));
-		}
-		catch (NoSuchAlgorithmException ex) {
-			throw new IllegalStateException(ex);
-		}
 	}
 
 	@Override
