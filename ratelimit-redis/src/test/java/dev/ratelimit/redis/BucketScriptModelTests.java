@@ -333,6 +333,10 @@ class BucketScriptModelTests {
 		}
 		// what each instance last read of the template: A, B, limit and the retune's time (0: configuration)
 		long[][] known = { { rate[0], rate[1], limit, 0 }, { rate[0], rate[1], limit, 0 } };
+		// contract revision 3, plans: a plan's settings (its record's, as configured), and whether each key is on it
+		long[] planRate = rate(random);
+		long[] plan = { planRate[0], planRate[1], limit(random, planRate[1]), 0 };
+		boolean[] onPlan = new boolean[keyModels.length];
 		long now = 1_700_000_000_000_000L + random.nextInt(1_000_000_000);
 		trace.add("template A=" + rate[0] + " B=" + rate[1] + " limit=" + limit
 				+ (capped ? " capped lease=" + lease : "") + " key=" + template);
@@ -391,11 +395,24 @@ class BucketScriptModelTests {
 					int k = random.nextInt(keyModels.length);
 					model = keyModels[k];
 					keys = keyKeys[k];
+					// the key's plan changes (RedisTokenBucket.followPlan): one sync with the new settings and the
+					// time of the change "now", then its calls pass the new settings as any key's
+					boolean switching = random.nextInt(8) == 0;
+					if (switching) {
+						onPlan[k] = !onPlan[k];
+					}
 					passed = known[instance].clone();
+					if (onPlan[k]) {
+						long reset = (passed.length > 4) ? passed[4] : 0;
+						passed = new long[] { plan[0], plan[1], plan[2], plan[3], reset };
+					}
+					if (switching) {
+						passed[3] = RedisTokenBucket.PLAN_CHANGED_NOW;
+					}
 					model.restart(passed[0], passed[1], passed[2]); // its calls' settings
-					target = "key k" + k + " with A=" + passed[0] + " B=" + passed[1] + " limit=" + passed[2]
-							+ " since=" + passed[3];
-					call = call(random, model, claims, claimed, false);
+					target = "key k" + k + (switching ? (onPlan[k] ? " moves to the plan" : " leaves the plan") : "")
+							+ " with A=" + passed[0] + " B=" + passed[1] + " limit=" + passed[2] + " since=" + passed[3];
+					call = switching ? new Call("sync", 0, 0, "", null) : call(random, model, claims, claimed, false);
 				}
 				dumpKeys = (passed == null) ? keys : keyDumps[java.util.Arrays.asList(keyModels).indexOf(model)];
 				if (call.mode.equals("acquire") && !call.id.isEmpty() && !model.queue.containsKey(call.id)) {
