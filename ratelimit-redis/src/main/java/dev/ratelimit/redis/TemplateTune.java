@@ -50,6 +50,14 @@ import org.jspecify.annotations.Nullable;
  * said once at WARN and once at INFO when they are answered again): a template whose Redis node does not
  * answer costs its keys' calls one wait of at most the timeout, once, not one per call.
  *
+ * <h2>Plans</h2>
+ * A bucket used with a key that has plans (contract revision 3, "Plans") has one more object per plan
+ * ({@link #ofPlan}), kept the same way in {@code <key-prefix>{<bucket>}:plan:<plan>:retuned} with the plan's
+ * configuration: the keys on a plan pass its settings in force, read as above, and a retune of the plan
+ * ({@link #retunePlan}) reaches them on every instance within a second, and no other key. Their reset, their
+ * meters and what is said of Redis are the bucket's own object's (which the keys on a plan also read in the
+ * background, for its resets); a plan has no mode of its own.
+ *
  * <h2>The bucket's mode</h2>
  * The mode (enforce or shadow) switched through an endpoint is kept in the same record (field
  * {@code mode}, written by the script's {@code switch} mode; absent: each instance's configuration) and
