@@ -178,7 +178,8 @@ class RedisBatchTests {
 	void aKilledInstanceLosesAtMostOneBatchOnce() throws InterruptedException {
 		RedisTokenBucket killed = RedisTokenBucket.builder().name("killed").keyPrefix("batch:")
 			.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)).batch("10")
-			.connectionFactory(redis.connectionFactory()).build();
+			// a hold long enough that the idle hand does not go back (B5) before the crash on a busy machine
+			.batchHold(Duration.ofSeconds(1)).connectionFactory(redis.connectionFactory()).build();
 		RedisBuckets other = new RedisBuckets(redis.connectionFactory());
 		try {
 			RedisTokenBucket survivor = other.build(RedisTokenBucket.builder().name("killed").keyPrefix("batch:")
@@ -195,7 +196,7 @@ class RedisBatchTests {
 			killed.connection().close();
 			assertThat(survivor.snapshot().available()).as("the batch held elsewhere counts against the limit")
 				.isEqualTo(90);
-			// its lease (3 holds + the timeout: 10.3 s) runs out: the batch counts as spent, once
+			// its lease (3 holds + the timeout: 13 s) runs out: the batch counts as spent, once
 			long deadline = System.nanoTime() + Duration.ofSeconds(30).toNanos();
 			while (!"0".equals(fields("batch:{killed}").get("h")) && System.nanoTime() - deadline < 0) {
 				survivor.tryAcquire(0);
@@ -221,7 +222,7 @@ class RedisBatchTests {
 		RedisBuckets other = new RedisBuckets(redis.connectionFactory());
 		try {
 			RedisTokenBucket batched = closing.build(RedisTokenBucket.builder().name("closing").keyPrefix("batch:")
-				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(2)).batch("10"), null, (first) -> {
+				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)).batch("10"), null, (first) -> {
 				});
 			RedisTokenBucket watcher = other.build(RedisTokenBucket.builder().name("closing").keyPrefix("batch:")
 				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(2)), null, (first) -> {
@@ -245,7 +246,7 @@ class RedisBatchTests {
 		RedisBuckets instance = new RedisBuckets(redis.connectionFactory());
 		try {
 			RedisTokenBucket batched = instance.build(RedisTokenBucket.builder().name("idle").keyPrefix("batch:")
-				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(2)).batch("10")
+				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)).batch("10")
 				.batchHold(Duration.ofMillis(50)), null, (first) -> {
 				});
 			assertThat(batched.tryAcquire(1)).isTrue();
