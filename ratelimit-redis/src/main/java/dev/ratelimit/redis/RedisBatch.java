@@ -516,7 +516,16 @@ final class RedisBatch {
 				this.answeredAt = this.clock.getAsLong();
 				if (reply.taken() > 0) {
 					this.hand.addAndGet(reply.taken());
-					this.refuseUntil = sent; // not refusing (B7): already past for every reader
+					long drained = drainedNanos(reply);
+					if (drained > 0) {
+						// B7: it took what was there; once the hand is spent, refused here until the next token
+						long now = this.clock.getAsLong();
+						this.emptyUntil = now + drained;
+						this.refuseUntil = now + Math.min(drained, this.holdNanos);
+					}
+					else {
+						this.refuseUntil = sent; // not refusing (B7): already past for every reader
+					}
 				}
 				else if (reply.code() == Reply.REFUSED) {
 					long now = this.clock.getAsLong();
@@ -534,6 +543,22 @@ final class RedisBatch {
 			}
 			done.complete(answered);
 		}
+	}
+
+	/**
+	 * When a batch call took the last whole token there, how long until Redis has the next (the script's wait for
+	 * one token, from the level and remainder it answered, at the rate in force), rounded down by a microsecond
+	 * and more (never later than Redis would say); 0 when a token is left.
+	 */
+	private long drainedNanos(Reply reply) {
+		if (reply.level() >= 1) {
+			return 0;
+		}
+		Settings s = this.bucket.tune().current();
+		double a = (reply.tunedA() > 0) ? reply.tunedA() : s.a();
+		double b = (reply.tunedB() > 0) ? reply.tunedB() : s.b();
+		double micros = Math.floor(((1.0 - reply.level()) * b - reply.remainder()) / a) - 1;
+		return (micros > 0) ? (long) Math.min(micros * 1_000, (double) this.leaseNanos) : 0;
 	}
 
 	/** The hand holds tokens: the sweep runs (B5) and a close gives them back. */

@@ -263,6 +263,44 @@ class RedisBatchTests {
 		}
 	}
 
+	/**
+	 * B5: a retune made on another instance takes this instance's batch back without a call here: the sweep reads
+	 * the retune record at least every half second while the hand holds tokens (the hold, 30 s, never comes).
+	 */
+	@Test
+	void aRetuneOnAnotherInstanceTakesBackThisInstancesBatchWithinASecond() throws InterruptedException {
+		RedisBuckets holding = new RedisBuckets(redis.connectionFactory());
+		RedisBuckets other = new RedisBuckets(redis.connectionFactory());
+		try {
+			RedisTokenBucket batched = holding.build(RedisTokenBucket.builder().name("retuned").keyPrefix("batch:")
+				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)).batch("10")
+				.batchHold(Duration.ofSeconds(30)), null, (first) -> {
+				});
+			RedisTokenBucket tuner = other.build(RedisTokenBucket.builder().name("retuned").keyPrefix("batch:")
+				.rate(1, Duration.ofHours(1)).limit(100).timeout(Duration.ofSeconds(10)), null, (first) -> {
+				});
+			assertThat(tuner.snapshot().available()).isEqualTo(100);
+			assertThat(batched.tryAcquire(1)).isTrue();
+			assertThat(fields("batch:{retuned}")).containsEntry("h", "10");
+			tuner.updateLimit(50);
+			long start = System.nanoTime();
+			long deadline = start + Duration.ofSeconds(10).toNanos();
+			while (!"0".equals(fields("batch:{retuned}").get("h")) && System.nanoTime() - deadline < 0) {
+				Thread.sleep(10);
+			}
+			System.out.printf("RedisBatchTests: a retune elsewhere took the batch back in %d ms%n",
+					(System.nanoTime() - start) / 1_000_000);
+			assertThat(fields("batch:{retuned}")).as("the batch taken under the old limit, back").containsEntry("h", "0");
+			// the retune cut the level to 50 - 10 held; the 9 unspent came back, the one granted stays spent
+			assertThat(tuner.snapshot().available()).isEqualTo(49);
+			assertThat(batched.snapshot().available()).isEqualTo(49);
+		}
+		finally {
+			holding.close();
+			other.close();
+		}
+	}
+
 	/** B7: a bucket hammered far above its rate refuses here, asking Redis about once per token or per hold. */
 	@Test
 	void aHammeredBucketRefusesLocallyWithFewCalls() throws InterruptedException {
