@@ -50,7 +50,9 @@ class RedisConnectFailureTests {
 		factory.start();
 		try {
 			RedisTokenBucket bucket = RedisTokenBucket.builder().name("auth").connectionFactory(factory)
-				.rate(10, Duration.ofSeconds(1)).limit(10).timeout(Duration.ofMillis(100)).build();
+				.rate(10, Duration.ofSeconds(1)).limit(10).timeout(Duration.ofSeconds(2)).build();
+			// (a timeout long enough for the handshake on a machine with every core busy: at 100 ms it was cut
+			// before Redis said WRONGPASS, and the WARN said the connection closed)
 			for (int i = 0; i < 5; i++) {
 				bucket.tryAcquire(1);
 			}
