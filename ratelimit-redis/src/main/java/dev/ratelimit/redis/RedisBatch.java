@@ -9,8 +9,10 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
@@ -59,21 +61,31 @@ final class RedisBatch {
 	 * B4. A crashed instance (no close) loses at most its batch, once: its lease runs out and its tokens count
 	 *     as spent from the deadline on. (RedisBatchTests.aKilledInstanceLosesAtMostOneBatchOnce)
 	 * B5. Unspent tokens go back to Redis within two `batch-hold`s of the last grant (a sweep every hold gives
-	 *     the hand back when nothing was granted since the previous sweep), when a retune changed the
-	 *     settings the batch was taken under (at the next sweep), and at close.
-	 *     (RedisBatchTests.closeGivesTheUnspentTokensBack, RedisBatchTests.anIdleBatchGoesBackWithinItsHold)
-	 * B6. A grant from the hand is a CAS on `hand` (plus a LongAdder for the demand and a clock read for B2):
-	 *     no allocation, no lock, no Redis call on the caller's thread. A refill is sent, asynchronously, when
-	 *     a grant leaves half the batch size or less; only one batch call is in flight at a time.
-	 * B7. Callers that may wait and find the hand empty line up behind one fair lock (arrival order within
-	 *     the instance); while any of them waits, the fast path grants nothing (a later caller does not
-	 *     overtake them). A reply that took nothing says when the next token will be there: until then (at
-	 *     most one `batch-hold`) callers are refused here without asking Redis.
-	 *     (RedisBatchTests.aHammeredBucketRefusesLocallyWithFewCalls)
+	 *     the hand back when nothing was granted since the previous sweep; a hold longer than half a second is
+	 *     swept at the first tick, every half second, after it), when a retune changed the settings the batch
+	 *     was taken under (within a second: every tick, at most half a second, reads the retune record when no
+	 *     batch call brought it in the last half second, and gives the hand back if it changed), and at close.
+	 *     (RedisBatchTests.closeGivesTheUnspentTokensBack, RedisBatchTests.anIdleBatchGoesBackWithinItsHold,
+	 *     RedisBatchTests.aRetuneOnAnotherInstanceTakesBackThisInstancesBatchWithinASecond)
+	 * B6. The caller's path takes no lock and makes no Redis call while the hand holds tokens or Redis is known
+	 *     empty: a grant is a CAS on `hand` (plus a LongAdder for the demand and a clock read for B2); a refill
+	 *     is sent from the sweeper's thread when a grant leaves half the batch size or less, so it is there
+	 *     before the hand runs out. One batch call is in flight at a time: its slot (`inFlight`) is taken by a
+	 *     CAS, and callers that find the hand empty (and Redis not known empty) wait for that call's answer,
+	 *     outside the line, and take from what it brought (twice at most; then the one-call path decides).
+	 * B7. Only callers that may wait (an acquire with a max-wait) and find the hand empty line up behind one
+	 *     fair lock (arrival order within the instance); while any of them waits, the fast path grants nothing
+	 *     and a try is refused (a later caller does not overtake them). A reply that took nothing says when the
+	 *     next token will be there: until then (at most one `batch-hold`) callers are refused here without
+	 *     asking Redis, by two volatile reads (`refuseUntil`, the clock): no lock, no allocation; a waiting
+	 *     caller whose max-wait ends before that time (`emptyUntil`) is refused at once.
+	 *     (RedisBatchTests.aHammeredBucketRefusesLocallyWithFewCalls,
+	 *     RedisBatchTests.aBucketThatRedisSaidIsEmptyRefusesHereUntilTheNextToken)
 	 *
-	 * Memory: `hand` is an AtomicLong (CAS); `deadline`, `refuseUntil`, `size` are volatile, written by the
-	 * thread applying a reply (one at a time: `inFlight`), read racily by callers: a stale `deadline` is the
-	 * earlier one (a reply only moves it forward, B2 holds), a stale `refuseUntil` at worst sends one more call.
+	 * Memory: `hand` is an AtomicLong (CAS); `deadline`, `refuseUntil`, `emptyUntil`, `size` are volatile,
+	 * written by the thread applying a reply (one at a time: `inFlight`), read racily by callers: a stale
+	 * `deadline` is the earlier one (a reply only moves it forward, B2 holds), a stale `refuseUntil` at worst
+	 * refuses until a time Redis said or sends one more call.
 	 */
 
 	/** What {@link #slow} found. */
@@ -83,6 +95,9 @@ final class RedisBatch {
 
 	/** Redis did not answer: the caller applies the bucket's usual path (its failure policy). */
 	static final int NO_ANSWER = 2;
+
+	/** How long a hand may go without learning the retune in force (B5: within a second, read included). */
+	static final long RETUNE_CHECK_NANOS = 500_000_000L;
 
 	private static final ScheduledExecutorService SWEEPER = Executors.newSingleThreadScheduledExecutor((task) -> {
 		Thread thread = new Thread(task, "ratelimit-redis-batches");
@@ -100,6 +115,9 @@ final class RedisBatch {
 
 	private final long holdNanos;
 
+	/** How often the sweep runs: the hold, at most {@link #RETUNE_CHECK_NANOS}. */
+	private final long tickNanos;
+
 	private final long leaseNanos;
 
 	private final long leaseMicros;
@@ -115,9 +133,14 @@ final class RedisBatch {
 
 	private volatile long deadline;
 
+	/** Until when callers are refused here without asking Redis (B7): the past when not. */
 	private volatile long refuseUntil;
 
-	private volatile boolean refusing;
+	/** When Redis said, at its last refusal, the next token will be there (a waiting caller's lower bound). */
+	private volatile long emptyUntil;
+
+	/** When the last batch call was answered (the retune it brought is current as of then: B5). */
+	private volatile long answeredAt;
 
 	/** The tokens a batch call asks for (auto: the demand of the last hold). */
 	private volatile long size = 1;
@@ -127,12 +150,15 @@ final class RedisBatch {
 	/** The demand's sum at the last sweep (sweeper thread only). */
 	private long demandSeen;
 
+	/** When the sweep last applied the hold (sweeper thread only). */
+	private long holdSwept;
+
 	private final AtomicInteger waiters = new AtomicInteger();
 
 	private final ReentrantLock line = new ReentrantLock(true);
 
-	/** The batch call in flight (guarded by {@code this}). */
-	private @Nullable CompletableFuture<Boolean> inFlight;
+	/** The batch call in flight, or {@code null}: taken by a CAS, one at a time (B6). */
+	private final AtomicReference<@Nullable CompletableFuture<Boolean>> inFlight = new AtomicReference<>();
 
 	/** The settings the hand was taken under: a retune gives it back. */
 	private volatile @Nullable Settings takenWith;
@@ -142,7 +168,7 @@ final class RedisBatch {
 	private volatile boolean closed;
 
 	/** Whether a refill was handed to the sweeper's thread and has not run yet (B6: not on the caller's). */
-	private final java.util.concurrent.atomic.AtomicBoolean refillAsked = new java.util.concurrent.atomic.AtomicBoolean();
+	private final AtomicBoolean refillAsked = new AtomicBoolean();
 
 	private final Runnable refillTask = () -> {
 		this.refillAsked.set(false);
@@ -154,6 +180,7 @@ final class RedisBatch {
 		this.bucket = bucket;
 		this.fixed = fixed;
 		this.holdNanos = hold.toNanos();
+		this.tickNanos = Math.min(this.holdNanos, RETUNE_CHECK_NANOS);
 		this.timeoutNanos = timeoutNanos;
 		// long enough that a live instance always gives its tokens back first (B5), short enough that a dead
 		// one's batch comes back soon (B4)
@@ -161,6 +188,11 @@ final class RedisBatch {
 		this.leaseMicros = TimeUnit.NANOSECONDS.toMicros(this.leaseNanos);
 		this.clock = clock;
 		this.holding = holding;
+		long now = clock.getAsLong();
+		this.deadline = now;
+		this.refuseUntil = now;
+		this.emptyUntil = now;
+		this.answeredAt = now;
 		if (fixed > 0) {
 			this.size = fixed;
 		}
@@ -200,7 +232,7 @@ final class RedisBatch {
 
 	/** Whether this instance holds nothing of the bucket (a key's bucket may then be dropped). */
 	boolean holdsNothing() {
-		return this.hand.get() == 0 && this.inFlight == null;
+		return this.hand.get() == 0 && this.inFlight.get() == null;
 	}
 
 	/** The fast path (B6): {@code n} tokens from the hand, unless callers wait (B7) or the hand ran out. */
@@ -220,9 +252,9 @@ final class RedisBatch {
 			}
 			if (this.hand.compareAndSet(t, t - n)) {
 				this.demand.add(n);
-				if (t - n <= this.size / 2 && this.inFlight == null && !this.refusing
+				if (t - n <= this.size / 2 && this.inFlight.get() == null && now - this.refuseUntil >= 0
 						&& this.refillAsked.compareAndSet(false, true)) {
-					SWEEPER.execute(this.refillTask);
+					SWEEPER.execute(this.refillTask); // B6: fetched before the hand runs out, not on this thread
 				}
 				return true;
 			}
@@ -230,15 +262,12 @@ final class RedisBatch {
 	}
 
 	/**
-	 * How long callers are refused here without asking Redis (B7), as of {@code now}: 0 when not.
+	 * How long callers are refused here without asking Redis (B7), as of {@code now}: 0 when not. Two volatile
+	 * reads, no write.
 	 */
 	long refusedFor(long now) {
 		long left = this.refuseUntil - now;
-		if (!this.refusing || left <= 0) {
-			this.refusing = false;
-			return 0;
-		}
-		return left;
+		return (left > 0) ? left : 0;
 	}
 
 	/** A view of the bucket with this instance's unspent batch in its {@code available} (contract revision 3). */
@@ -250,13 +279,56 @@ final class RedisBatch {
 	}
 
 	/**
-	 * A {@code tryAcquire} of the bucket, served by this batch when it can be.
+	 * A {@code tryAcquire} of the bucket, served by this batch when it can be (B6, B7): a CAS on the hand; a
+	 * refusal while Redis is known to be empty, or while callers wait in line here; and only when the hand is
+	 * empty and Redis may have tokens, a wait for the batch call in flight (started here when there is none),
+	 * outside the line.
 	 *
-	 * @return {@link #GRANTED}, {@link #REFUSED} (Redis said when the next token is there), or
-	 *         {@link #NO_ANSWER}: ask Redis
+	 * @return {@link #GRANTED}, {@link #REFUSED} (Redis said when the next token is there, or callers wait
+	 *         for the hand here), or {@link #NO_ANSWER}: ask Redis
 	 */
 	int tryAcquire(long n) {
-		return take(n) ? GRANTED : slow(n, 0);
+		if (take(n)) {
+			return GRANTED;
+		}
+		long now = this.clock.getAsLong();
+		if (now - this.refuseUntil < 0 || this.waiters.get() > 0) {
+			return REFUSED; // B7: no lock, no allocation, no Redis call
+		}
+		return awaitBatch(n, now);
+	}
+
+	/**
+	 * The hand is empty and Redis may have tokens: waits (outside the line) for the batch call in flight, or one
+	 * sent for it, and takes {@code n} from what it brought; at most twice, then the bucket's one-call path.
+	 */
+	private int awaitBatch(long n, long now) {
+		for (int round = 0; round < 2; round++) {
+			if (!answered(refill(n))) {
+				return takeInHand(n) ? GRANTED : NO_ANSWER;
+			}
+			if (takeInHand(n)) {
+				return GRANTED;
+			}
+			if (refusedFor(this.clock.getAsLong()) > 0) {
+				return REFUSED;
+			}
+		}
+		return NO_ANSWER; // what it brought went to other callers: Redis decides, in one call
+	}
+
+	/** Waits for a batch call's answer, at most the timeout. */
+	private boolean answered(CompletableFuture<Boolean> reply) {
+		try {
+			return reply.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			return false;
+		}
+		catch (Exception ex) {
+			return false;
+		}
 	}
 
 	/**
@@ -274,9 +346,10 @@ final class RedisBatch {
 			return Permit.noop();
 		}
 		long start = this.clock.getAsLong();
-		int found = slow(n, AbstractReservation.budgetNanos(maxWait));
+		long budget = AbstractReservation.budgetNanos(maxWait);
+		int found = (budget == 0) ? tryAcquire(n) : slow(n, budget);
 		if (found == GRANTED) {
-			stats.recordGranted(this.clock.getAsLong() - start);
+			stats.recordGranted((budget == 0) ? 0 : this.clock.getAsLong() - start);
 			return Permit.noop();
 		}
 		if (found == REFUSED) {
@@ -284,8 +357,9 @@ final class RedisBatch {
 				throw new InterruptedException("Interrupted while acquiring " + n + " tokens of '" + this.bucket.name() + "'");
 			}
 			stats.recordRejected();
+			long now = this.clock.getAsLong();
 			throw new RateLimitExceededException(this.bucket.name(), n,
-					Duration.ofNanos(Math.max(refusedFor(this.clock.getAsLong()), 1_000)));
+					Duration.ofNanos(Math.max(Math.max(this.emptyUntil - now, refusedFor(now)), 1_000)));
 		}
 		return null;
 	}
@@ -306,7 +380,9 @@ final class RedisBatch {
 				long now = this.clock.getAsLong();
 				long refused = refusedFor(now);
 				if (refused > 0) {
-					if (now + refused - start > budgetNanos) {
+					// the next token is not there before emptyUntil (Redis said so): a caller that cannot wait
+					// that long is refused at once
+					if (Math.max(now + refused, this.emptyUntil) - start > budgetNanos) {
 						return REFUSED;
 					}
 					LockSupport.parkNanos(refused);
@@ -315,20 +391,11 @@ final class RedisBatch {
 					}
 					continue;
 				}
-				CompletableFuture<Boolean> reply = refill(n);
-				Boolean answered;
-				try {
-					answered = reply.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
-				}
-				catch (InterruptedException ex) {
-					Thread.currentThread().interrupt();
-					return REFUSED;
-				}
-				catch (Exception ex) {
-					answered = false;
-				}
-				if (!answered) {
+				if (!answered(refill(n))) {
 					return takeInHand(n) ? GRANTED : NO_ANSWER;
+				}
+				if (Thread.currentThread().isInterrupted()) {
+					return REFUSED;
 				}
 			}
 		}
@@ -344,53 +411,51 @@ final class RedisBatch {
 	}
 
 	/**
-	 * Sends a batch call unless one is in flight: asks for enough to fill the hand to the batch size (at
-	 * least {@code atLeast}, at least one), saying what the hand keeps.
+	 * Sends a batch call unless one is in flight (B6: one at a time, the slot taken by a CAS): asks for enough to
+	 * fill the hand to the batch size (at least {@code atLeast}, at least one), saying what the hand keeps.
 	 *
 	 * @return completes with whether Redis answered
 	 */
 	CompletableFuture<Boolean> refill(long atLeast) {
-		synchronized (this) {
-			if (this.inFlight != null) {
-				return this.inFlight;
+		for (;;) {
+			CompletableFuture<Boolean> running = this.inFlight.get();
+			if (running != null) {
+				return running;
 			}
-			long want = Math.max(1, Math.max(atLeast, currentSize() - this.hand.get()));
-			return send(want, 0);
+			CompletableFuture<Boolean> mine = new CompletableFuture<>();
+			if (this.inFlight.compareAndSet(null, mine)) {
+				long want = Math.max(1, Math.max(atLeast, currentSize() - this.hand.get()));
+				send(want, 0, mine);
+				return mine;
+			}
 		}
 	}
 
 	/** Gives the whole hand back (B5); waits for the answer at most the timeout when {@code wait}. */
 	void giveBackAll(boolean wait) {
-		CompletableFuture<Boolean> sent;
-		synchronized (this) {
-			CompletableFuture<Boolean> before = this.inFlight;
-			if (before != null) {
-				if (!wait) {
-					return; // the next sweep
-				}
-				try {
-					before.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
-				}
-				catch (Exception ex) {
-					// the next call says what the hand keeps anyway
-				}
-				if (this.inFlight != null) {
-					return;
-				}
+		CompletableFuture<Boolean> mine = new CompletableFuture<>();
+		CompletableFuture<Boolean> before = this.inFlight.get();
+		if (before != null || !this.inFlight.compareAndSet(null, mine)) {
+			if (!wait) {
+				return; // the next sweep
 			}
-			long back = this.hand.getAndSet(0);
-			if (back == 0) {
+			if (before != null) {
+				answered(before); // the next call says what the hand keeps anyway
+			}
+			if (!this.inFlight.compareAndSet(null, mine)) {
 				return;
 			}
-			sent = send(0, back);
 		}
+		long back = this.hand.getAndSet(0);
+		if (back == 0) {
+			this.inFlight.compareAndSet(mine, null);
+			mine.complete(true);
+			return;
+		}
+		send(0, back, mine);
 		if (wait) {
-			try {
-				sent.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
-			}
-			catch (Exception ex) {
-				// not answered: the lease runs out in Redis and the tokens count as spent (B4)
-			}
+			// not answered: the lease runs out in Redis and the tokens count as spent (B4)
+			answered(mine);
 		}
 	}
 
@@ -404,25 +469,29 @@ final class RedisBatch {
 		return Math.max(1, Math.min(recent, limit / 2));
 	}
 
-	/** Sends one batch call (guarded by {@code this}). */
-	private CompletableFuture<Boolean> send(long want, long back) {
+	/** Sends one batch call, {@code done} holding the slot of the call in flight; completes it. */
+	private void send(long want, long back, CompletableFuture<Boolean> done) {
 		long kept = this.hand.get();
 		long sent = this.clock.getAsLong();
-		CompletableFuture<Boolean> done = new CompletableFuture<>();
 		@SuppressWarnings("unchecked")
 		CompletableFuture<List<Object>>[] future = new CompletableFuture[1];
-		Call call = this.bucket.sendBatch(want, back, this.holder + "#" + kept, this.leaseMicros,
-				(command) -> future[0] = command);
+		Call call;
+		try {
+			call = this.bucket.sendBatch(want, back, this.holder + "#" + kept, this.leaseMicros,
+					(command) -> future[0] = command);
+		}
+		catch (RuntimeException ex) {
+			call = null;
+		}
 		if (call == null || future[0] == null) {
 			// not sent (the bucket runs on its failure policy): what was to go back stays in hand
 			this.hand.addAndGet(back);
+			this.inFlight.compareAndSet(done, null);
 			done.complete(false);
-			return done;
+			return;
 		}
-		this.inFlight = done;
 		Settings with = this.bucket.tune().current();
 		future[0].whenComplete((values, ex) -> apply(values, ex, kept, sent, with, done));
-		return done;
 	}
 
 	private void apply(@Nullable List<Object> values, @Nullable Throwable ex, long kept, long sent, Settings with,
@@ -444,27 +513,52 @@ final class RedisBatch {
 					this.deadline = sent + this.leaseNanos;
 					this.takenWith = with;
 				}
+				this.answeredAt = this.clock.getAsLong();
 				if (reply.taken() > 0) {
 					this.hand.addAndGet(reply.taken());
-					this.refusing = false;
+					long drained = drainedNanos(reply);
+					if (drained > 0) {
+						// B7: it took what was there; once the hand is spent, refused here until the next token
+						long now = this.clock.getAsLong();
+						this.emptyUntil = now + drained;
+						this.refuseUntil = now + Math.min(drained, this.holdNanos);
+					}
+					else {
+						this.refuseUntil = sent; // not refusing (B7): already past for every reader
+					}
 				}
 				else if (reply.code() == Reply.REFUSED) {
 					long now = this.clock.getAsLong();
-					this.refuseUntil = now + Math.min(TimeUnit.MICROSECONDS.toNanos(reply.waitMicros()), this.holdNanos);
-					this.refusing = true;
+					long wait = TimeUnit.MICROSECONDS.toNanos(reply.waitMicros());
+					this.emptyUntil = now + wait;
+					this.refuseUntil = now + Math.min(wait, this.holdNanos);
 				}
 				answered = true;
 			}
 		}
 		finally {
-			synchronized (this) {
-				this.inFlight = null;
-			}
+			this.inFlight.compareAndSet(done, null);
 			if (this.hand.get() > 0) {
 				held();
 			}
 			done.complete(answered);
 		}
+	}
+
+	/**
+	 * When a batch call took the last whole token there, how long until Redis has the next (the script's wait for
+	 * one token, from the level and remainder it answered, at the rate in force), rounded down by a microsecond
+	 * and more (never later than Redis would say); 0 when a token is left.
+	 */
+	private long drainedNanos(Reply reply) {
+		if (reply.level() >= 1) {
+			return 0;
+		}
+		Settings s = this.bucket.tune().current();
+		double a = (reply.tunedA() > 0) ? reply.tunedA() : s.a();
+		double b = (reply.tunedB() > 0) ? reply.tunedB() : s.b();
+		double micros = Math.floor(((1.0 - reply.level()) * b - reply.remainder()) / a) - 1;
+		return (micros > 0) ? (long) Math.min(micros * 1_000, (double) this.leaseNanos) : 0;
 	}
 
 	/** The hand holds tokens: the sweep runs (B5) and a close gives them back. */
@@ -474,29 +568,54 @@ final class RedisBatch {
 		}
 		this.holding.add(this);
 		if (this.sweep == null) {
-			this.sweep = SWEEPER.scheduleWithFixedDelay(this::sweep, this.holdNanos, this.holdNanos,
+			this.holdSwept = this.clock.getAsLong();
+			this.sweep = SWEEPER.scheduleWithFixedDelay(this::sweep, this.tickNanos, this.tickNanos,
 					TimeUnit.NANOSECONDS);
 		}
 	}
 
-	/** Every {@code batch-hold} while the hand holds tokens (B5). */
+	/**
+	 * Every tick (the hold, at most {@link #RETUNE_CHECK_NANOS}) while the hand holds tokens: a retune made on
+	 * another instance gives the hand back within a second (B5: the retune record is read when no batch call
+	 * brought it within the tick); and every {@code batch-hold}, an idle hand goes back and {@code auto} sizes
+	 * the next batch to the demand of the hold.
+	 */
 	private void sweep() {
+		if (this.closed) {
+			return;
+		}
+		long now = this.clock.getAsLong();
+		if (this.hand.get() > 0 && now - this.answeredAt >= RETUNE_CHECK_NANOS) {
+			this.bucket.tune().read().thenRun(this::giveBackWhenRetuned);
+		}
+		giveBackWhenRetuned();
+		if (now - this.holdSwept < this.holdNanos - this.tickNanos / 2) {
+			return;
+		}
+		this.holdSwept = now;
 		long total = this.demand.sum();
 		long used = total - this.demandSeen;
 		this.demandSeen = total;
 		if (this.fixed == 0) {
 			this.size = Math.max(1, Math.min(used, this.bucket.tune().current().limit() / 2));
 		}
-		Settings with = this.takenWith;
-		if (used == 0 || (with != null && !with.equals(this.bucket.tune().current()))) {
+		if (used == 0) {
 			giveBackAll(false);
 		}
 		synchronized (this) {
-			if (this.hand.get() == 0 && used == 0 && this.inFlight == null && this.sweep != null) {
+			if (this.hand.get() == 0 && used == 0 && this.inFlight.get() == null && this.sweep != null) {
 				this.sweep.cancel(false);
 				this.sweep = null;
 				this.holding.remove(this);
 			}
+		}
+	}
+
+	/** B5: the hand was taken under settings a retune changed since: it goes back (the next batch takes the new). */
+	private void giveBackWhenRetuned() {
+		Settings with = this.takenWith;
+		if (with != null && this.hand.get() > 0 && !with.equals(this.bucket.tune().current())) {
+			giveBackAll(false);
 		}
 	}
 

@@ -33,6 +33,12 @@ public final class RedisBuckets implements AutoCloseable {
 	/** The settings of each bucket (by name) shared with its overflow bucket and its keys' buckets. */
 	private final Map<String, TemplateTune> tunes = new ConcurrentHashMap<>();
 
+	/**
+	 * The settings of each plan of a bucket used with a key (contract revision 3, "Plans"), by bucket name and
+	 * plan, shared by the keys' buckets on that plan.
+	 */
+	private final Map<String, Map<String, TemplateTune>> planTunes = new ConcurrentHashMap<>();
+
 	/** The batches (contract revision 3) that hold tokens now: given back at close. */
 	private final java.util.Set<RedisBatch> batches = ConcurrentHashMap.newKeySet();
 
@@ -79,6 +85,86 @@ public final class RedisBuckets implements AutoCloseable {
 			this.tunes.put(made.name(), made.tune());
 			return made;
 		}
+	}
+
+	/**
+	 * Builds the bucket of one key on a plan (contract revision 3, "Plans"), on the shared connection: its
+	 * calls pass the plan's settings in force, which a retune of the plan through any instance changes
+	 * ({@link #retunePlan}). The bucket itself (the template) must have been built first.
+	 *
+	 * @param builder the plan's settings (the connection is set here); those of its record are the first
+	 *        given for the plan here
+	 * @param key the key whose bucket this is, not empty
+	 * @param plan the plan's name
+	 * @return the bucket
+	 * @throws IllegalStateException when the bucket itself has not been built here
+	 */
+	public RedisTokenBucket buildForPlan(RedisTokenBucketBuilder builder, String key, String plan) {
+		String name = builder.bucketName();
+		if (name == null || key.isEmpty()) {
+			throw new IllegalArgumentException("The bucket of a key on a plan needs the bucket's name and a key");
+		}
+		builder.connection(connection());
+		builder.batches(this.batches);
+		builder.perKey(key);
+		return builder.tune(planTune(builder, name, plan)).build();
+	}
+
+	/**
+	 * Moves the bucket of one key, built here, to the settings of another plan, or of the bucket itself for
+	 * {@code null}, from its next call on, keeping its tokens up to the new limit
+	 * ({@link RedisTokenBucket#followPlan}).
+	 *
+	 * @param bucket a key's bucket built by {@link #build} or {@link #buildForPlan}
+	 * @param builder the plan's settings, used when the plan has no record here yet
+	 * @param plan the plan, or {@code null} for the bucket's own settings
+	 */
+	public void follow(RedisTokenBucket bucket, RedisTokenBucketBuilder builder, @Nullable String plan) {
+		TemplateTune template = this.tunes.get(bucket.name());
+		if (template == null) {
+			return; // (not built here: nothing else to follow)
+		}
+		bucket.followPlan((plan != null) ? planTune(builder, bucket.name(), plan) : template);
+	}
+
+	/**
+	 * Retunes one plan for every instance (contract revision 3, "Plans"): the plan's record in Redis takes the
+	 * new settings (what is not given stays as in force), and every key on that plan, on every instance, calls
+	 * with them within a second (on this instance, from its next call on).
+	 *
+	 * @param configured the plan's settings as configured (its record is made from them the first time)
+	 * @param plan the plan
+	 * @param rate the new rate, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @throws dev.ratelimit.core.BackendUnavailableException when Redis does not answer
+	 * @throws IllegalArgumentException naming what the settings cannot be
+	 */
+	public void retunePlan(RedisTokenBucketBuilder configured, String plan, dev.ratelimit.core.@Nullable Rate rate,
+			@Nullable Long limit) {
+		String name = configured.bucketName();
+		if (name == null) {
+			throw new IllegalArgumentException("A plan's retune needs the bucket's name");
+		}
+		TemplateTune tune = planTune(configured, name, plan);
+		BucketScript.Settings next = tune.current();
+		if (limit != null) {
+			next = next.withLimit(limit, name);
+		}
+		if (rate != null) {
+			next = next.withRate(rate, name);
+		}
+		tune.retunePlan(next);
+	}
+
+	/** The record of a plan (made the first time from {@code builder}'s settings). */
+	private TemplateTune planTune(RedisTokenBucketBuilder builder, String name, String plan) {
+		TemplateTune template = this.tunes.get(name);
+		if (template == null) {
+			throw new IllegalStateException("Rate limit bucket '" + name + "' must be built before its keys on plan '"
+					+ plan + "'");
+		}
+		return this.planTunes.computeIfAbsent(name, (unused) -> new ConcurrentHashMap<>())
+			.computeIfAbsent(plan, (unused) -> TemplateTune.ofPlan(template, plan, builder.settings(name)));
 	}
 
 	/**

@@ -23,7 +23,9 @@ import org.jspecify.annotations.Nullable;
  * {@code :leases} and {@code :queue}; its fields are in the module's README and in {@code gate.lua}.
  * Pauses and resets run on Redis's clock ({@code TIME}): the bucket's clock is Redis's. The hash expires
  * when its last pause or reset is over (and not before a minute after the last call passed, so that the
- * answers of calls still out find the count their mark refers to).
+ * answers of calls still out find the count their mark refers to). The calls out (passed, their answers
+ * not heard yet) are kept in the hash too, so that an answer subtracts those of every instance that
+ * passed before the answered call ({@link #done} ends one; a call passed a minute ago no longer counts).
  *
  * <p>Each method is one round trip (the outbound rules ask {@link #tryPass} once per call), waiting at
  * most the bucket's timeout. A gate Redis does not answer holds nothing back: {@link #tryPass} lets the
@@ -133,10 +135,26 @@ public final class RedisServerGate {
 	/**
 	 * Takes back a pass of a call that did not go out after all.
 	 *
+	 * @param mark the call's mark ({@link #UNCOUNTED}: nothing was counted)
 	 * @param cost the call's tokens
 	 */
-	public void unpass(long cost) {
-		call("unpass", Long.toString(cost));
+	public void unpass(long mark, long cost) {
+		if (mark != UNCOUNTED) {
+			call("unpass", Long.toString(cost), Long.toString(mark));
+		}
+	}
+
+	/**
+	 * The call of {@code mark} is no longer out (its answer heard, or its exchange failed): answers to
+	 * later calls no longer subtract it (G5 of the starter's {@code ServerGate}).
+	 *
+	 * @param mark the call's mark ({@link #UNCOUNTED}: nothing was counted)
+	 * @param cost the call's tokens
+	 */
+	public void done(long mark, long cost) {
+		if (mark != UNCOUNTED) {
+			call("done", Long.toString(cost), Long.toString(mark));
+		}
 	}
 
 	/**

@@ -136,9 +136,10 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 
 	/**
 	 * The settings as configured here and the settings in force, shared with the template's other
-	 * buckets on this instance (its own, its overflow bucket and its keys').
+	 * buckets on this instance (its own, its overflow bucket and its keys'); for a key on a plan, the plan's
+	 * record ({@link #followPlan}: a key whose plan changes takes the new plan's).
 	 */
-	private final TemplateTune tune;
+	private volatile TemplateTune tune;
 
 	/** Makes each claim's id, {@code <instance>:<sequence>}, unique across instances. */
 	private final String idPrefix = UUID.randomUUID() + ":";
@@ -310,9 +311,41 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		return this.key;
 	}
 
-	/** The settings of the bucket's template, shared with its other buckets on this instance. */
+	/** The settings of the bucket's template (or its key's plan), shared with its other buckets on this instance. */
 	TemplateTune tune() {
 		return this.tune;
+	}
+
+	/**
+	 * The time a key's call passes as its settings' retune time when its key has just changed plan
+	 * ({@link #followPlan}): after Redis's {@code TIME} for a century and within what a Lua double holds
+	 * exactly, so the script counts the time up to its {@code now} at the settings the hash was written with.
+	 */
+	static final long PLAN_CHANGED_NOW = (1L << 53) - 1;
+
+	/**
+	 * Moves the bucket of one key to the settings of another plan (or of the template), contract revision 3,
+	 * "Plans": from its next call on, its calls pass the record {@code next}'s settings in force. At once, one
+	 * {@code sync} call (sent without waiting for it, ahead of any call made after this one on the connection)
+	 * writes the key's hash with them, the time since its last write counted at the settings it was written
+	 * with and its tokens kept up to the new limit: the plan changes at that instant, as a retune of the key
+	 * would. A batch's tokens go back first (taken under the old settings).
+	 *
+	 * @param next the plan's record (the template's for no plan)
+	 */
+	synchronized void followPlan(TemplateTune next) {
+		if (!this.keyBucket || next == this.tune) {
+			followTemplate(); // the same record (retuned, or the overflow bucket's template): read again
+			return;
+		}
+		if (this.batch != null) {
+			this.batch.retuned(); // taken under the old settings: back at once
+		}
+		String[] arguments = Settings.keyArguments(next.current().retunedAt(PLAN_CHANGED_NOW), Mode.SYNC, 0, 0, "",
+				next.resetAtMicros());
+		run(arguments); // (a reply lost changes nothing: the next call counts at the settings it passes)
+		this.tune = next;
+		releasedSomewhere(); // a higher limit may let capped waiters in
 	}
 
 	// what its claims (RedisClaim) use

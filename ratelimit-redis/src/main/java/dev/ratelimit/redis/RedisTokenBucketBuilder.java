@@ -179,6 +179,12 @@ public final class RedisTokenBucketBuilder extends TokenBucketBuilder<RedisToken
 		return limiterRate();
 	}
 
+	/** The settings this builder gives, checked (a plan's record is made from them: {@link RedisBuckets}). */
+	BucketScript.Settings settings(String name) {
+		Rate rate = rate();
+		return BucketScript.Settings.of(rate, limit(rate), capped(), this.lease, name);
+	}
+
 	long limit(Rate rate) {
 		return checkedLimit(rate);
 	}

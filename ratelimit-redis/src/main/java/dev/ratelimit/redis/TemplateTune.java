@@ -50,6 +50,14 @@ import org.jspecify.annotations.Nullable;
  * said once at WARN and once at INFO when they are answered again): a template whose Redis node does not
  * answer costs its keys' calls one wait of at most the timeout, once, not one per call.
  *
+ * <h2>Plans</h2>
+ * A bucket used with a key that has plans (contract revision 3, "Plans") has one more object per plan
+ * ({@link #ofPlan}), kept the same way in {@code <key-prefix>{<bucket>}:plan:<plan>:retuned} with the plan's
+ * configuration: the keys on a plan pass its settings in force, read as above, and a retune of the plan
+ * ({@link #retunePlan}) reaches them on every instance within a second, and no other key. Their reset, their
+ * meters and what is said of Redis are the bucket's own object's (which the keys on a plan also read in the
+ * background, for its resets); a plan has no mode of its own.
+ *
  * <h2>The bucket's mode</h2>
  * The mode (enforce or shadow) switched through an endpoint is kept in the same record (field
  * {@code mode}, written by the script's {@code switch} mode; absent: each instance's configuration) and
@@ -140,8 +148,48 @@ final class TemplateTune {
 
 	private final FailureDetector.Said said = new FailureDetector.Said();
 
+	/**
+	 * For the record of one plan (contract revision 3, "Plans"): the bucket's own, whose reset, meters and
+	 * failures its keys share; {@code null} for the bucket's own record.
+	 */
+	private final @Nullable TemplateTune template;
+
 	TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
 			long timeoutNanos, LongSupplier clock) {
+		this(bucket, configured, templateKey, connection, timeoutNanos, clock, null);
+	}
+
+	/**
+	 * The record of one plan of a bucket used with a key (contract revision 3, "Plans"): its settings as
+	 * configured, its retune in {@code <key-prefix>{<bucket>}:plan:<plan>:retuned} (the bucket's hash tag),
+	 * read as the bucket's own is; the bucket's reset, meters and what is said of Redis are the
+	 * {@code template}'s.
+	 *
+	 * @param template the bucket's own record
+	 * @param plan the plan's name
+	 * @param configured the plan's settings as configured on this instance
+	 */
+	static TemplateTune ofPlan(TemplateTune template, String plan, Settings configured) {
+		return new TemplateTune(template.bucket, configured, planKey(template.templateKey, plan), template.connection,
+				template.timeoutNanos, template.clock, template);
+	}
+
+	/**
+	 * The key of a plan's record, {@code <key-prefix>{<bucket>}:plan:<plan>}: its retune is that with
+	 * {@code :retuned} (the script's {@code tune} and {@code retune} modes also write a state hash there, which
+	 * expires within a second, full).
+	 *
+	 * @param templateKey the bucket's own key, {@code <key-prefix>{<bucket>}}
+	 * @param plan the plan's name
+	 * @return the key
+	 */
+	static String planKey(String templateKey, String plan) {
+		return templateKey + ":plan:" + plan;
+	}
+
+	private TemplateTune(String bucket, Settings configured, String templateKey, ScriptConnection connection,
+			long timeoutNanos, LongSupplier clock, @Nullable TemplateTune template) {
+		this.template = template;
 		this.bucket = bucket;
 		this.configured = configured;
 		this.current = configured;
@@ -172,6 +220,10 @@ final class TemplateTune {
 	 * @param nanos how long it took
 	 */
 	void timed(BackendHealth.Outcome outcome, long nanos) {
+		if (this.template != null) {
+			this.template.timed(outcome, nanos);
+			return;
+		}
 		FailureDetector detector = this.meter;
 		if (detector != null) {
 			detector.recordCall(outcome, nanos);
@@ -185,7 +237,7 @@ final class TemplateTune {
 	 * @return the shared state
 	 */
 	FailureDetector.Said said() {
-		return this.said;
+		return (this.template != null) ? this.template.said() : this.said;
 	}
 
 	/** @return the settings as configured on this instance (the script compares a retune's with them) */
@@ -234,7 +286,7 @@ final class TemplateTune {
 	 * @return the time of the last reset
 	 */
 	long resetAtMicros() {
-		return this.resetAtMicros;
+		return (this.template != null) ? this.template.resetAtMicros() : this.resetAtMicros;
 	}
 
 	/**
@@ -337,6 +389,40 @@ final class TemplateTune {
 	}
 
 	/**
+	 * Retunes the plan whose record this is, for every instance (contract revision 3, "Plans"): one call of
+	 * the script's {@code retune} mode on the plan's keys stores {@code next} with the plan's configuration,
+	 * and this instance takes the reply on at once; the keys' buckets on the plan of every instance read it
+	 * within a second, as they read their bucket's. Waits for Redis at most the timeout.
+	 *
+	 * @param next the plan's new settings
+	 * @throws BackendUnavailableException when Redis does not answer: a retune only this instance knew would
+	 *         be undone by the next read
+	 */
+	void retunePlan(Settings next) {
+		long sent = this.clock.getAsLong();
+		Throwable failure;
+		try {
+			List<Object> values = this.connection
+				.run(this.keys, Settings.arguments(this.configured, Mode.RETUNE, 0, 0, "", next))
+				.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+			adopt(Reply.of(values), sent);
+			return;
+		}
+		catch (InterruptedException ex) {
+			Thread.currentThread().interrupt();
+			failure = ex;
+		}
+		catch (java.util.concurrent.ExecutionException ex) {
+			failure = (ex.getCause() != null) ? ex.getCause() : ex;
+		}
+		catch (TimeoutException | RuntimeException ex) {
+			failure = ex;
+		}
+		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' cannot be retuned ("
+				+ this.templateKey + ") while Redis does not answer (" + describe(failure) + ")", failure);
+	}
+
+	/**
 	 * The settings for a call on a key's bucket now: read again in the background when older than
 	 * {@value #REFRESH_MILLIS} ms.
 	 *
@@ -346,6 +432,10 @@ final class TemplateTune {
 	 *         {@link #current()}
 	 */
 	@Nullable Settings forKey(long now) {
+		if (this.template != null) {
+			// a plan's keys pass the bucket's last reset too: read in the background as the bucket's keys read it
+			this.template.forKey(now);
+		}
 		boolean read = this.known;
 		long age = now - this.readNanos;
 		boolean failing = this.failing;

@@ -135,6 +135,19 @@ local function replenish(level, rem, elapsed, a, b, lim)
   return level + add, units - add * b
 end
 
+-- a debt (a level below zero: callers granted with a wait) carried from the rate a/b to the rate in force
+-- (A/B): the callers keep the times they were given, so the debt is paid when the last of them is granted,
+-- at the same microsecond as before, and tokens come at the new rate only after that (a faster rate that
+-- paid the old debt sooner would hand a token out next to a waiter's: more than the limit in one interval).
+-- Exact up to 2^50 credit units of the new rate (at a token per microsecond, 35 years; at 1,000 per
+-- microsecond, 13 days): a longer debt is kept at 2^50 units, so that every sum stays exact in a double.
+local function carry_debt(level, rem, a, b)
+  local due = math.ceil(((0 - level) * b - rem) / a)
+  local units = math.min(due * A, 1125899906842624)
+  local owed = math.ceil(units / B)
+  return 0 - owed, owed * B - units
+end
+
 local state = redis.call('HMGET', key, 'l', 't', 'r', 'f', 'u', 'a', 'm', 'z', 'h')
 local level = tonumber(state[1])
 local last = tonumber(state[2])
@@ -169,7 +182,10 @@ else
       last = switched
     end
   end
-  if wb ~= B then
+  if level < 0 and wa and wb and (wa ~= A or wb ~= B) then
+    -- callers still waiting under the settings it was written with keep their times
+    level, rem = carry_debt(level, rem, wa, wb)
+  elseif wb ~= B then
     -- the remainder was counted in another rate's units: drop it (never more than a token's worth)
     rem = 0
   end
@@ -318,10 +334,14 @@ elseif mode == 'retune' then
   local a2, b2, limit2 = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
   redis.call('HSET', retuned, 'a', a2, 'b', b2, 'limit', limit2, 'tokens', ARGV[13], 'period', ARGV[14], 'at', now,
     'cfg', cfg)
-  if b2 ~= B then
+  local a1, b1 = A, B
+  A, B, limit = a2, b2, limit2
+  if level < 0 and (a1 ~= A or b1 ~= B) then
+    -- callers waiting keep their times (carry_debt)
+    level, rem = carry_debt(level, rem, a1, b1)
+  elseif b1 ~= B then
     rem = 0
   end
-  A, B, limit = a2, b2, limit2
   if level >= limit - held then
     level = limit - held
     rem = 0

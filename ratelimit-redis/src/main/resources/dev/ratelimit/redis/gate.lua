@@ -10,13 +10,17 @@
 --   p  the end of the pause (microseconds of the clock; 0: none)
 --   l  the lowerings in force, "cap,reset;cap,reset...": sorted by reset, strictly increasing, and their
 --      caps on s strictly increasing too (G1)
+--   f  the calls out, "mark,cost,passed;...": passed and not done yet (G5: an answer's cap subtracts the
+--      tokens of the calls out whose mark is below the answered one's); a call passed `keep` ago or more
+--      is no longer counted (its end was never reported)
 -- The hash expires when its last pause or reset is over, and not before `keep` after the last write (the
 -- answers of calls still out find the counter their mark refers to).
 --
 -- ARGV[1] mode, ARGV[2] the clock in microseconds (empty: Redis TIME; tests drive the script with theirs), then:
 --   delay  n                                 -> {0, wait}
 --   pass   n keep                            -> {mark, 0}, or {-1, wait} when held back (nothing written)
---   unpass n                                 -> {0, 0}
+--   unpass n mark                            -> {0, 0}
+--   done   n mark                            -> {0, 0}
 --   pause  micros keep                       -> {0, 0}
 --   lower  remaining mark micros keep max    -> {0, 0}
 --   level                                    -> {level, 0}, {0, 1} while paused, {-1, 0} when nothing holds back
@@ -32,7 +36,7 @@ else
   now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 end
 
-local f = redis.call('HMGET', key, 's', 'b', 'p', 'l')
+local f = redis.call('HMGET', key, 's', 'b', 'p', 'l', 'f')
 local exists = f[1] ~= false
 local sent = tonumber(f[1]) or now
 local base = tonumber(f[2]) or now
@@ -45,6 +49,27 @@ if f[4] then
       steps[#steps + 1] = {tonumber(c), reset}
     end
   end
+end
+
+-- G5: the calls out, those passed within the horizon (KEEP_MICROS, as the hash is kept)
+local horizon = now - 60000000
+local flight = {}
+if f[5] then
+  for m, c, t in string.gmatch(f[5], '(%d+),(%d+),(%d+)') do
+    if tonumber(t) > horizon then
+      flight[#flight + 1] = {tonumber(m), tonumber(c), tonumber(t)}
+    end
+  end
+end
+
+local function land(mark, n)
+  for i = #flight, 1, -1 do
+    if flight[i][1] == mark and flight[i][2] == n then
+      table.remove(flight, i)
+      return true
+    end
+  end
+  return false
 end
 
 local function delay(n)
@@ -74,7 +99,12 @@ local function save(keep)
   for i = 1, #steps do
     parts[i] = fmt(steps[i][1]) .. ',' .. fmt(steps[i][2])
   end
-  redis.call('HMSET', key, 's', fmt(sent), 'b', fmt(base), 'p', fmt(pause), 'l', table.concat(parts, ';'))
+  local out = {}
+  for i = 1, #flight do
+    out[i] = fmt(flight[i][1]) .. ',' .. fmt(flight[i][2]) .. ',' .. fmt(flight[i][3])
+  end
+  redis.call('HMSET', key, 's', fmt(sent), 'b', fmt(base), 'p', fmt(pause), 'l', table.concat(parts, ';'),
+    'f', table.concat(out, ';'))
   local last = now + keep
   if pause > last then
     last = pause
@@ -105,11 +135,27 @@ elseif mode == 'pass' then
     return {-1, wait}
   end
   sent = sent + n
+  flight[#flight + 1] = {sent, n, now}
   save(tonumber(ARGV[4]))
   return {sent, 0}
 elseif mode == 'unpass' then
   if exists then
-    redis.call('HSET', key, 's', fmt(sent - tonumber(ARGV[3])))
+    local n = tonumber(ARGV[3])
+    land(tonumber(ARGV[4]), n)
+    local out = {}
+    for i = 1, #flight do
+      out[i] = fmt(flight[i][1]) .. ',' .. fmt(flight[i][2]) .. ',' .. fmt(flight[i][3])
+    end
+    redis.call('HSET', key, 's', fmt(sent - n), 'f', table.concat(out, ';'))
+  end
+  return {0, 0}
+elseif mode == 'done' then
+  if exists and land(tonumber(ARGV[4]), tonumber(ARGV[3])) then
+    local out = {}
+    for i = 1, #flight do
+      out[i] = fmt(flight[i][1]) .. ',' .. fmt(flight[i][2]) .. ',' .. fmt(flight[i][3])
+    end
+    redis.call('HSET', key, 'f', table.concat(out, ';'))
   end
   return {0, 0}
 elseif mode == 'pause' then
@@ -132,6 +178,11 @@ elseif mode == 'lower' then
     mark = base
   end
   local cap = remaining + mark
+  for i = 1, #flight do -- G5: the calls out that passed before the answered one
+    if flight[i][1] < mark then
+      cap = cap - flight[i][2]
+    end
+  end
   local at = 1
   while at <= #steps and steps[at][2] < reset do
     at = at + 1
@@ -161,4 +212,4 @@ elseif mode == 'lower' then
   save(keep)
   return {0, 0}
 end
-return redis.error_reply('ERR gate mode ' .. tostring(mode) .. ' is not one of delay, pass, unpass, pause, lower, level')
+return redis.error_reply('ERR gate mode ' .. tostring(mode) .. ' is not one of delay, pass, unpass, done, pause, lower, level')

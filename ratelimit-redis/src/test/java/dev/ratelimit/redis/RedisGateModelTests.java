@@ -25,7 +25,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * notes' guarantees hold in Redis as they hold there, and each is checked here on what is stored too:
  * G1 (the stored lowerings sorted by reset with increasing caps), G2 (a lowering never raises: the level
  * after an answer is never above the level before it, at the same instant), G3 (past its reset a step
- * decides nothing: the waits agree), G4 (at most {@link RedisServerGate#MAX_STEPS} stored).
+ * decides nothing: the waits agree), G4 (at most {@link RedisServerGate#MAX_STEPS} stored), G5 (several
+ * calls out at once, answered in any order or ending without an answer: an answer subtracts the calls out
+ * that passed before the answered one, in Redis as in the local gate).
  *
  * <p>{@code -Dmodel.seed=<seed>} replays one sequence; {@code -Dmodel.sequences=<count>} sets how many a
  * run draws (60 by default: each step is a few round trips to Redis).
@@ -118,8 +120,7 @@ class RedisGateModelTests {
 		RedisServerGate stored = new RedisServerGate(connection, key, "model", Duration.ofSeconds(5),
 				() -> clock[0] / 1000, TimeUnit.HOURS.toMicros(1));
 		ServerGate local = new ServerGate();
-		List<long[]> marks = new ArrayList<>(); // {local, stored}
-		marks.add(new long[] { 0, 0 }); // an answer before any call: to the hash's start
+		List<long[]> out = new ArrayList<>(); // the calls out: {local mark, stored mark, cost}
 		Long offset = null;
 		try {
 			for (int step = 0; step < STEPS; step++) {
@@ -145,12 +146,12 @@ class RedisGateModelTests {
 						}
 						assertThat(mark - offset).as("mark").isEqualTo(expected);
 						if (random.nextInt(5) == 0) {
-							local.unpass(cost);
-							stored.unpass(cost);
+							local.unpass(expected, cost);
+							stored.unpass(mark, cost);
 							trace.add("unpass " + cost);
 						}
 						else {
-							marks.add(new long[] { expected, mark });
+							out.add(new long[] { expected, mark, cost });
 						}
 					}
 				}
@@ -160,8 +161,15 @@ class RedisGateModelTests {
 					local.pause(now + pause, now);
 					stored.pause(pause);
 				}
+				else if (op == 7 && !out.isEmpty() && random.nextBoolean()) { // a call ends without an answer
+					long[] call = out.remove(random.nextInt(out.size()));
+					trace.add("done " + call[0] + " / " + call[1]);
+					local.done(call[0], call[2], now);
+					stored.done(call[1], call[2]);
+				}
 				else {
-					long[] mark = marks.get(marks.size() - 1 - random.nextInt(Math.min(marks.size(), 5)));
+					// any call out may be answered first; with none out, an answer to the hash's start
+					long[] mark = out.isEmpty() ? new long[] { 0, 0, 0 } : out.get(random.nextInt(out.size()));
 					long remaining = random.nextInt(6);
 					long reset = random.nextInt(30) * SECOND + (random.nextBoolean() ? random.nextLong(1000) * 1000 : 0);
 					trace.add("lower to " + remaining + " for " + reset + " answering " + mark[0] + " / " + mark[1]);
@@ -170,6 +178,10 @@ class RedisGateModelTests {
 					stored.lower(remaining, mark[1], reset);
 					assertThat(stored.level()).as("G2: a lowering never raises").isLessThanOrEqualTo(before);
 					assertStoredSteps(key, trace);
+					if (out.remove(mark)) {
+						local.done(mark[0], mark[2], now);
+						stored.done(mark[1], mark[2]);
+					}
 				}
 				long at = clock[0];
 				assertThat(stored.level()).as("level").isEqualTo(local.level(at));

@@ -1,5 +1,6 @@
 package dev.ratelimit.spring;
 
+import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import org.jspecify.annotations.Nullable;
@@ -40,6 +41,52 @@ public interface BucketBackend {
 	 */
 	default RateLimiter create(BucketDefinition definition, StatsRecorder stats, @Nullable String key) {
 		throw new UnsupportedOperationException("The " + backend().value() + " backend has no per-key buckets");
+	}
+
+	/**
+	 * Creates the limiter of one key on a plan of a bucket with plans (contract revision 3, "Plans"). The
+	 * default makes it as any key's bucket, with the plan's settings ({@code definition}).
+	 *
+	 * @param definition the plan's settings in force on this instance
+	 * @param stats where the limiter counts its calls (the template's)
+	 * @param key the key's value as a string
+	 * @param plan the plan's name, or {@code null} for a key on the template's settings
+	 * @return the limiter
+	 * @throws UnsupportedOperationException when the backend has no per-key buckets
+	 */
+	default RateLimiter create(BucketDefinition definition, StatsRecorder stats, String key, @Nullable String plan) {
+		return create(definition, stats, key);
+	}
+
+	/**
+	 * Brings a key's bucket made by this backend to the settings of its plan (contract revision 3, "Plans"):
+	 * the key's plan changed, or its plan (or the template) was retuned. {@code false} (the default) leaves it to
+	 * the starter, which calls the bucket's {@code updateRate} and {@code updateLimit} with the plan's settings.
+	 *
+	 * @param keyBucket a limiter made by this backend for a key (or the overflow bucket)
+	 * @param definition the plan's settings in force on this instance (the template's for no plan)
+	 * @param plan the plan's name, or {@code null} for the template
+	 * @return whether the backend brought it to them
+	 */
+	default boolean follow(RateLimiter keyBucket, BucketDefinition definition, @Nullable String plan) {
+		return false;
+	}
+
+	/**
+	 * Retunes one plan of a bucket with plans (contract revision 3, "Plans") where the backend keeps the
+	 * settings in force of its plans, for every instance. {@code false} (the default): the backend keeps none,
+	 * and the starter's retune of the plan on this instance is all there is.
+	 *
+	 * @param configured the plan's settings as configured
+	 * @param plan the plan's name
+	 * @param rate the new rate, or {@code null} to keep it
+	 * @param limit the new limit, or {@code null} to keep it
+	 * @return whether the backend retuned the plan
+	 * @throws IllegalArgumentException naming what the settings cannot be
+	 * @throws IllegalStateException when the backend cannot be reached (nothing changed)
+	 */
+	default boolean retunePlan(BucketDefinition configured, String plan, @Nullable Rate rate, @Nullable Long limit) {
+		return false;
 	}
 
 	/**

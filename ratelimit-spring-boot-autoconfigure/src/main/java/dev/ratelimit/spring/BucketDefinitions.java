@@ -116,22 +116,16 @@ public final class BucketDefinitions {
 
 	/**
 	 * Checks and resolves a bucket's plans (contract revision 3, "Plans"), every plan's error gathered.
-	 * Plans of a quota on Redis are accepted (each key's quota is given its plan's limit with every call);
-	 * plans of a token bucket on Redis are refused: a Redis key's bucket takes its settings from the
-	 * bucket's one record, shared by every instance, which has no place for a plan's yet.
+	 * Plans of a bucket on Redis are accepted: a key's quota is given its plan's limit with every call, and a
+	 * key's token bucket calls with its plan's settings in force, from the plan's record in Redis. A key on
+	 * Redis keeps one hash and one object whatever its plan, so that an upgrade keeps its tokens: a plan of a
+	 * Redis token bucket may not set another {@code redis.key-prefix} or {@code capped-release} than the
+	 * bucket's (the hash's place, and whether its tokens are in flight, are the key's).
 	 */
 	private static Map<String, BucketDefinition> plans(String name, RateLimitProperties.Bucket bucket,
 			BucketDefinition template, List<RateLimitConfigurationException> errors) {
 		Map<String, BucketDefinition> byPlan = new LinkedHashMap<>();
 		if (bucket.getPlans().isEmpty()) {
-			return byPlan;
-		}
-		if (template.backend() != Backend.LOCAL && !(template instanceof BucketDefinition.Quota)) {
-			errors.add(new RateLimitConfigurationException("Bucket '" + name + "' has plans ("
-					+ String.join(", ", bucket.getPlans().keySet()) + ") and backend " + template.backend().value()
-					+ ": plans are not available yet on Redis for a token bucket (a quota on Redis takes plans).",
-					"Remove ratelimit.buckets." + name + ".plans, or set ratelimit.buckets." + name
-							+ ".backend to local (a bucket in this JVM)."));
 			return byPlan;
 		}
 		if (template instanceof BucketDefinition.Hybrid hybrid && hybrid.limit() == null) {
@@ -147,14 +141,39 @@ public final class BucketDefinitions {
 				return;
 			}
 			try {
-				byPlan.put(plan, BucketDefinition.plan(name, bucket, plan, (settings != null) ? settings
-						: new RateLimitProperties.Plan()));
+				BucketDefinition made = BucketDefinition.plan(name, bucket, plan, (settings != null) ? settings
+						: new RateLimitProperties.Plan());
+				if (template instanceof BucketDefinition.Shared shared && shared.backend() != Backend.LOCAL) {
+					sameOnRedis(name, plan, shared, (BucketDefinition.Shared) made, errors);
+				}
+				byPlan.put(plan, made);
 			}
 			catch (RateLimitConfigurationException ex) {
 				errors.add(ex);
 			}
 		});
 		return byPlan;
+	}
+
+	/** A plan of a Redis token bucket keeps the bucket's key prefix and capped release (see {@link #plans}). */
+	private static void sameOnRedis(String name, String plan, BucketDefinition.Shared template,
+			BucketDefinition.Shared made, List<RateLimitConfigurationException> errors) {
+		if (!made.redis().getKeyPrefix().equals(template.redis().getKeyPrefix())) {
+			errors.add(new RateLimitConfigurationException("Bucket '" + name + "': ratelimit.buckets." + name + ".plans."
+					+ plan + ".redis.key-prefix is '" + made.redis().getKeyPrefix() + "', but a key of a Redis token bucket"
+					+ " keeps one hash whatever its plan (so that an upgrade keeps its tokens): its prefix is the bucket's, '"
+					+ template.redis().getKeyPrefix() + "'.",
+					"Remove ratelimit.buckets." + name + ".plans." + plan + ".redis.key-prefix, or set ratelimit.buckets."
+							+ name + ".redis.key-prefix for every plan."));
+		}
+		if (made.cappedRelease() != template.cappedRelease()) {
+			errors.add(new RateLimitConfigurationException("Bucket '" + name + "': ratelimit.buckets." + name + ".plans."
+					+ plan + ".capped-release is " + made.cappedRelease() + ", but the bucket's is "
+					+ template.cappedRelease() + ": a key of a Redis token bucket keeps its leases and its queue in"
+					+ " Redis whatever its plan, so capped release is the bucket's for every plan.",
+					"Remove ratelimit.buckets." + name + ".plans." + plan + ".capped-release, or set ratelimit.buckets."
+							+ name + ".capped-release for every plan."));
+		}
 	}
 
 	/**

@@ -39,6 +39,23 @@ final class BucketFactory {
 		return create(definition, stats, clock, wallClock, backends, true, key);
 	}
 
+	/**
+	 * One key's bucket on a plan (contract revision 3, "Plans"): on a backend, made by it knowing the plan;
+	 * locally, as any key's bucket with the plan's settings.
+	 */
+	static RateLimiter createForKey(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
+			InstantSource wallClock, List<BucketBackend> backends, String key, @Nullable String plan) {
+		if (definition.backend() == Backend.LOCAL) {
+			return createForKey(definition, stats, clock, wallClock, backends, key);
+		}
+		try {
+			return backendFor(definition, backends).create(definition, stats, key, plan);
+		}
+		catch (IllegalArgumentException ex) {
+			throw CoreArguments.translate(definition, ex);
+		}
+	}
+
 	private static RateLimiter create(BucketDefinition definition, StatsRecorder stats, LongSupplier clock,
 			InstantSource wallClock, List<BucketBackend> backends, boolean keyed, @Nullable String key) {
 		try {

@@ -50,6 +50,18 @@ final class BucketMaker {
 	}
 
 	/**
+	 * One key's bucket on a plan (contract revision 3, "Plans"), or on the template's settings for a
+	 * {@code null} plan, counting in the template's statistics; the overflow bucket for a {@code null} key.
+	 */
+	RateLimiter createForKey(BucketDefinition definition, @Nullable Object key, @Nullable String plan) {
+		if (key == null) {
+			return createForKey(definition, null);
+		}
+		return BucketFactory.createForKey(definition, stats(definition), clock(), wallClock(), backends(),
+				String.valueOf(key), plan);
+	}
+
+	/**
 	 * The backend that makes the buckets of a bucket that is not local (its keys' included).
 	 */
 	BucketBackend backendOf(BucketDefinition definition) {

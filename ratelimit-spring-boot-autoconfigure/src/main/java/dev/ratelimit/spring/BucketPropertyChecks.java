@@ -63,6 +63,10 @@ final class BucketPropertyChecks {
 			Map.entry("keys.max", "the keys of every plan share the bucket's key store"),
 			Map.entry("keys.memory", "the keys of every plan share the bucket's key store"),
 			Map.entry("initial", "a key's bucket starts full"),
+			Map.entry("redis.batch", "a key's batch is made with its bucket and stays with it when its plan changes,"
+					+ " so batching is the bucket's for every plan"),
+			Map.entry("redis.batch-hold", "a key's batch is made with its bucket and stays with it when its plan"
+					+ " changes, so batching is the bucket's for every plan"),
 			Map.entry("plans", "a plan has no plans of its own"));
 
 	private static final Set<String> DURATIONS = Set.of("period", "max-wait", "max-backlog", "redis.timeout",

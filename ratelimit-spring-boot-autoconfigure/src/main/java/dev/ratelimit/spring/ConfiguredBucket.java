@@ -40,6 +40,9 @@ final class ConfiguredBucket implements RegisteredBucket {
 	/** The plans' settings in force, by name in configuration order (retunes replace the map); empty without plans. */
 	private volatile Map<String, BucketDefinition> plans;
 
+	/** The plans' settings as configured (a backend's record of a plan is made from them). */
+	private final Map<String, BucketDefinition> configuredPlans;
+
 	ConfiguredBucket(BucketDefinition definition, RateLimiter limiter, @Nullable BucketMaker maker, BucketStats stats) {
 		this(definition, limiter, maker, stats, Map.of());
 	}
@@ -57,6 +60,7 @@ final class ConfiguredBucket implements RegisteredBucket {
 		this.maker = maker;
 		this.stats = stats;
 		this.plans = Collections.unmodifiableMap(new LinkedHashMap<>(plans));
+		this.configuredPlans = this.plans;
 	}
 
 	@Override
@@ -99,12 +103,15 @@ final class ConfiguredBucket implements RegisteredBucket {
 
 			@Override
 			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
-				return make.createForKey(settingsOf(plan), key);
+				return make.createForKey(settingsOf(plan), key, known(plan));
 			}
 
 			@Override
 			public void follow(@Nullable String plan, RateLimiter bucket) {
 				BucketDefinition settings = settingsOf(plan);
+				if (backend != null && backend.follow(bucket, settings, known(plan))) {
+					return; // the backend keeps the plans' settings in force (a Redis token bucket's records)
+				}
 				bringUpToDate(bucket, settings);
 				if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
 					pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
@@ -160,6 +167,11 @@ final class ConfiguredBucket implements RegisteredBucket {
 		return (settings != null) ? settings : this.definition;
 	}
 
+	/** The plan, or {@code null} for one not configured (the template's settings). */
+	private @Nullable String known(@Nullable String plan) {
+		return (plan != null && this.plans.containsKey(plan)) ? plan : null;
+	}
+
 	@Override
 	public Map<String, BucketDefinition> plans() {
 		return this.plans;
@@ -179,7 +191,8 @@ final class ConfiguredBucket implements RegisteredBucket {
 	 * Retunes one plan (contract revision 3, "Plans"): its settings change, and every key's bucket on
 	 * that plan takes them at once, as a template's retune does for the keys on the template (K5). The
 	 * new settings are checked as the configuration checks them, by making a bucket with them; a
-	 * refusal changes nothing.
+	 * refusal changes nothing. A backend that keeps its plans' settings (a Redis token bucket) retunes the
+	 * plan there, for every instance, and checks them itself; when it cannot be reached nothing changes.
 	 */
 	@Override
 	public synchronized void update(String plan, @Nullable BigDecimal rate, @Nullable Long limit) {
@@ -191,9 +204,12 @@ final class ConfiguredBucket implements RegisteredBucket {
 		BucketDefinition next;
 		try {
 			next = current.withRateAndLimit(rate, limit);
-			if (this.maker != null) {
+			if (!retunedOnBackend(plan, next, rate, limit) && this.maker != null) {
 				this.maker.createForKey(next, null); // the builder checks the settings together
 			}
+		}
+		catch (dev.ratelimit.core.BackendUnavailableException ex) {
+			throw ex; // nothing changed: said as the template's retune says it
 		}
 		catch (RuntimeException ex) {
 			throw new IllegalArgumentException("Plan '" + plan + "' of bucket '" + name() + "': " + ex.getMessage(), ex);
@@ -205,6 +221,16 @@ final class ConfiguredBucket implements RegisteredBucket {
 		if (keys != null) {
 			keys.retuned(plan, nanosPerToken(current), nanosPerToken(next));
 		}
+	}
+
+	/** Whether the bucket's backend keeps its plans' settings, and retuned {@code plan} there. */
+	private boolean retunedOnBackend(String plan, BucketDefinition next, @Nullable BigDecimal rate,
+			@Nullable Long limit) {
+		BucketDefinition configured = this.configuredPlans.get(plan);
+		if (this.maker == null || configured == null || next.backend() == Backend.LOCAL) {
+			return false;
+		}
+		return this.maker.backendOf(next).retunePlan(configured, plan, (rate != null) ? next.exactRate() : null, limit);
 	}
 
 	/** Brings a key's bucket made from an older definition to the template's settings (K4). */

@@ -720,7 +720,7 @@ public class RateLimitProperties {
 
 		/**
 		 * Shared only: whether tokens return only when guarded calls complete, for keys whose bucket is made
-		 * on this plan. Default: the bucket's.
+		 * on this plan; on a Redis token bucket, the bucket's for every plan. Default: the bucket's.
 		 */
 		private @Nullable Boolean cappedRelease;
 
@@ -877,7 +877,8 @@ public class RateLimitProperties {
 	public static class PlanRedis {
 
 		/**
-		 * Prefix of the keys' hashes made on this plan. Default: the bucket's.
+		 * Prefix of the keys' hashes made on this plan (a quota's); on a Redis token bucket, the bucket's for
+		 * every plan (a key keeps one hash, so an upgrade keeps its tokens). Default: the bucket's.
 		 */
 		private @Nullable String keyPrefix;
 

@@ -88,9 +88,19 @@ class PlansConfigurationTests {
 		fails((ex) -> assertThat(ex.getDescription()).contains("ratelimit.buckets.q.plans.pro.rate does not apply to a quota"),
 				"ratelimit.buckets.q.type=quota", "ratelimit.buckets.q.limit=100", "ratelimit.buckets.q.calendar=day",
 				"ratelimit.buckets.q.plans.pro.rate=5");
-		fails((ex) -> assertThat(ex.getDescription()).contains("has plans (pro) and backend redis: plans are not"
-				+ " available yet on Redis"), "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.backend=redis",
-				"ratelimit.buckets.api.plans.pro.rate=100");
+		// a key of a Redis token bucket keeps one hash, its leases and its queue whatever its plan
+		fails((ex) -> {
+			assertThat(ex.getDescription()).contains("Bucket 'api': ratelimit.buckets.api.plans.pro.redis.key-prefix is"
+					+ " 'pro:', but a key of a Redis token bucket keeps one hash whatever its plan");
+			assertThat(ex.getAction()).contains("Remove ratelimit.buckets.api.plans.pro.redis.key-prefix");
+		}, "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.backend=redis",
+				"ratelimit.buckets.api.plans.pro.rate=100", "ratelimit.buckets.api.plans.pro.redis.key-prefix=pro:");
+		fails((ex) -> {
+			assertThat(ex.getDescription()).contains("Bucket 'api': ratelimit.buckets.api.plans.pro.capped-release is"
+					+ " true, but the bucket's is false");
+			assertThat(ex.getAction()).contains("Remove ratelimit.buckets.api.plans.pro.capped-release");
+		}, "ratelimit.buckets.api.rate=10", "ratelimit.buckets.api.backend=redis",
+				"ratelimit.buckets.api.plans.pro.rate=100", "ratelimit.buckets.api.plans.pro.capped-release=true");
 		fails((ex) -> assertThat(ex.getDescription()).contains("is of type hybrid and has plans, but no limit"),
 				"ratelimit.buckets.p.type=hybrid", "ratelimit.buckets.p.rate=10",
 				"ratelimit.buckets.p.plans.pro.rate=100");
@@ -163,6 +173,8 @@ class PlansConfigurationTests {
 				{ "backend", "redis", "every key of a bucket lives where the bucket does" },
 				{ "keys.max", "5", "the keys of every plan share the bucket's key store" },
 				{ "initial", "3", "a key's bucket starts full" },
+				{ "redis.batch", "auto", "a key's batch is made with its bucket and stays with it when its plan changes" },
+				{ "redis.batch-hold", "50ms", "a key's batch is made with its bucket and stays with it when its plan changes" },
 				{ "plans.gold.rate", "5", "a plan has no plans of its own" } };
 		for (String[] property : refused) {
 			String written = property[0].startsWith("plans.") ? "plans" : property[0];

@@ -13,7 +13,10 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 import dev.ratelimit.core.RateLimitExceededException;
+import dev.ratelimit.core.RateLimiterSnapshot;
 import dev.ratelimit.redis.autoconfigure.RateLimitRedisAutoConfiguration;
+import dev.ratelimit.spring.RateLimiterRegistry;
+import dev.ratelimit.spring.RegisteredBucket;
 import dev.ratelimit.spring.autoconfigure.RateLimitAutoConfiguration;
 import dev.ratelimit.spring.autoconfigure.RateLimitClientAutoConfiguration;
 import dev.ratelimit.spring.client.ClientRules;
@@ -50,7 +53,7 @@ public final class PartnerSimulation {
 
 	/** What a run measured, at the partner. */
 	public record Result(Options options, long[][] throttled, long[] firstThrottled, long granted, double allowance,
-			long refused, double seconds) {
+			long refused, double seconds, String rates, String halves) {
 
 		/** The share of the partner's allowance used. */
 		public double used() {
@@ -161,13 +164,26 @@ public final class PartnerSimulation {
 					threads.add(thread);
 				}
 			}
+			// the bucket's rate in force every 5 s, as the Redis bucket holds it (a back-off lowers it)
+			RegisteredBucket bucket = contexts.get(0).getBean(RateLimiterRegistry.class).get("partner-api");
+			StringBuilder rates = new StringBuilder();
+			Thread sampler = new Thread(() -> {
+				for (long at = partner.start(); System.nanoTime() - end < 0; at += 5_000_000_000L) {
+					RateLimiterSnapshot snapshot = bucket.limiter().snapshot();
+					rates.append(String.format(Locale.ROOT, " %.0fs:%.1f/%d", (at - partner.start()) / 1e9,
+							snapshot.rate() * 1e9 / snapshot.period().toNanos(), (long) snapshot.limit()));
+					sleep(Math.max(1, (at + 5_000_000_000L - System.nanoTime()) / 1_000_000));
+				}
+			}, "partner-rates");
 			threads.forEach(Thread::start);
+			sampler.start();
 			for (Thread thread : threads) {
 				thread.join();
 			}
+			sampler.join();
 			long now = System.nanoTime();
 			return new Result(options, partner.throttled(), partner.firstThrottled(), partner.granted(),
-					partner.allowance(now), refused.get(), (now - partner.start()) / 1e9);
+					partner.allowance(now), refused.get(), (now - partner.start()) / 1e9, rates.toString(), partner.halves(now));
 		}
 	}
 
@@ -222,6 +238,8 @@ public final class PartnerSimulation {
 		}
 		System.out.printf(Locale.ROOT, "granted %d of an allowance of %.0f: %.1f %% used; %d calls refused before sending%n",
 				result.granted(), result.allowance(), 100 * result.used(), result.refused());
+		System.out.println("the bucket's rate/s and limit every 5 s:" + result.rates());
+		System.out.println(result.halves());
 	}
 
 	private static void sleep(long millis) {

@@ -39,6 +39,9 @@ final class SimulatedPartner implements AutoCloseable {
 
 	private long granted;
 
+	/** The calls granted before the rate was halved; -1 until then. */
+	private long grantedBeforeHalving = -1;
+
 	/** 429s per instance per minute. */
 	private final long[][] throttled;
 
@@ -107,6 +110,7 @@ final class SimulatedPartner implements AutoCloseable {
 	private void refill(long now) {
 		// the rate changes at halveAt: refill each side at its own rate
 		if (this.updated - this.halveAt < 0 && now - this.halveAt >= 0) {
+			this.grantedBeforeHalving = this.granted;
 			this.tokens = Math.min(this.rate, this.tokens + this.rate * (this.halveAt - this.updated) / SECOND);
 			this.updated = this.halveAt;
 		}
@@ -120,6 +124,16 @@ final class SimulatedPartner implements AutoCloseable {
 		long first = Math.min(now, this.halveAt) - this.start;
 		long second = Math.max(0, now - this.halveAt);
 		return this.rate + this.rate * first / SECOND + this.rate / 2 * second / SECOND;
+	}
+
+	/** Each half's calls granted against its allowance. */
+	synchronized String halves(long now) {
+		long first = (this.grantedBeforeHalving < 0) ? this.granted : this.grantedBeforeHalving;
+		double firstAllowance = allowance(Math.min(now, this.halveAt));
+		double secondAllowance = allowance(now) - firstAllowance;
+		return String.format(java.util.Locale.ROOT, "first half: %d of %.0f (%.1f %%); second half: %d of %.0f (%.1f %%)",
+				first, firstAllowance, 100 * first / firstAllowance, this.granted - first, secondAllowance,
+				(secondAllowance > 0) ? 100 * (this.granted - first) / secondAllowance : 0.0);
 	}
 
 	synchronized long granted() {

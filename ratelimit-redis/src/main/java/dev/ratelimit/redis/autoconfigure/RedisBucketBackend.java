@@ -1,5 +1,6 @@
 package dev.ratelimit.redis.autoconfigure;
 
+import dev.ratelimit.core.Rate;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.StatsRecorder;
 import dev.ratelimit.redis.RedisBuckets;
@@ -63,6 +64,43 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 			return this.buckets.buildQuota(quotaBuilder(quota, stats), (key != null) ? key : "");
 		}
 		return this.buckets.build(builder(bucket, stats), (key != null) ? key : "", (first) -> shareMode(first, stats));
+	}
+
+	/**
+	 * A key on a plan of a Redis token bucket (contract revision 3, "Plans"): it calls with the plan's settings
+	 * in force, from the plan's record in Redis ({@link RedisBuckets#buildForPlan}). A quota's key, or a key on
+	 * the template, is made as any key's.
+	 */
+	@Override
+	public RateLimiter create(BucketDefinition bucket, StatsRecorder stats, String key, @Nullable String plan) {
+		if (plan == null || bucket instanceof BucketDefinition.Quota || key.isEmpty()) {
+			return create(bucket, stats, key);
+		}
+		return this.buckets.buildForPlan(builder(bucket, stats), key, plan);
+	}
+
+	/**
+	 * A key's token bucket takes its plan's record (the template's for none) from its next call on, keeping its
+	 * tokens up to the new limit ({@link RedisBuckets#follow}); a retune of its plan it reads from Redis. A
+	 * quota's key is left to the starter (its plan's limit, passed with every call).
+	 */
+	@Override
+	public boolean follow(RateLimiter keyBucket, BucketDefinition definition, @Nullable String plan) {
+		if (!(keyBucket instanceof RedisTokenBucket bucket) || definition instanceof BucketDefinition.Quota) {
+			return false;
+		}
+		this.buckets.follow(bucket, builder(definition, StatsRecorder.disabled()), plan);
+		return true;
+	}
+
+	/** A plan of a Redis token bucket is retuned in its record, for every instance ({@link RedisBuckets#retunePlan}). */
+	@Override
+	public boolean retunePlan(BucketDefinition configured, String plan, @Nullable Rate rate, @Nullable Long limit) {
+		if (configured instanceof BucketDefinition.Quota) {
+			return false; // (a quota's plan's limit is passed with every call: the starter's retune is all there is)
+		}
+		this.buckets.retunePlan(builder(configured, StatsRecorder.disabled()), plan, rate, limit);
+		return true;
 	}
 
 	/** A key's state lives in Redis; here only the {@code local} policy's in-memory bucket can owe tokens. */

@@ -52,8 +52,13 @@ final class RedisGates implements SharedGates {
 		}
 
 		@Override
-		public void unpass(long cost) {
-			this.gate.unpass(cost);
+		public void unpass(long mark, long cost) {
+			this.gate.unpass(mark, cost);
+		}
+
+		@Override
+		public void done(long mark, long cost, long now) {
+			this.gate.done(mark, cost);
 		}
 
 		@Override

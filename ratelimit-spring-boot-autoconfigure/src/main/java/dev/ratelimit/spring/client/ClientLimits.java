@@ -142,7 +142,7 @@ final class ClientLimits {
 				}
 				for (int i = 0; i < call.gates.length; i++) {
 					if (call.gates[i] instanceof ServerGate local) {
-						call.marks[i] = local.pass(this.costs[i]);
+						call.marks[i] = local.pass(this.costs[i], now);
 					}
 				}
 				return;
@@ -223,7 +223,7 @@ final class ClientLimits {
 	private void unpassShared(OutboundCall call, int before) {
 		for (int i = 0; i < before; i++) {
 			if (!(call.gates[i] instanceof ServerGate)) {
-				call.gates[i].unpass(this.costs[i]);
+				call.gates[i].unpass(call.marks[i], this.costs[i]);
 			}
 		}
 	}
@@ -263,13 +263,24 @@ final class ClientLimits {
 			long mark = call.gates[i].tryPass(this.costs[i], now);
 			if (mark < 0) {
 				for (int j = 0; j < i; j++) {
-					call.gates[j].unpass(this.costs[j]);
+					call.gates[j].unpass(call.marks[j], this.costs[j]);
 				}
 				return false;
 			}
 			call.marks[i] = mark;
 		}
 		return true;
+	}
+
+	/**
+	 * The call is no longer out (its answer heard and obeyed, or its exchange failed): each gate stops
+	 * counting it among the calls out (G5 of {@link ServerGate}).
+	 */
+	void done(OutboundCall call) {
+		long now = now();
+		for (int i = 0; i < call.gates.length; i++) {
+			call.gates[i].done(call.marks[i], this.costs[i], now);
+		}
 	}
 
 	/** What a server answered a call: counted when 429 or 503 (once per bucket), obeyed when listening. */

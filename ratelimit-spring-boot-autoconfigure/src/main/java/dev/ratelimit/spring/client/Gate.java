@@ -45,9 +45,21 @@ public interface Gate {
 	/**
 	 * Takes back a pass of a call that did not go out after all (another bucket held it back).
 	 *
+	 * @param mark the call's mark, as {@link #tryPass} returned it
 	 * @param cost the call's tokens
 	 */
-	void unpass(long cost);
+	void unpass(long mark, long cost);
+
+	/**
+	 * The call whose mark was {@code mark} is no longer out: the server's answer was heard (after
+	 * {@link #lower} and {@link #pause} applied it), or the exchange failed. Until then the call counts
+	 * among those out, which an answer to a later call subtracts (the server may not have counted them).
+	 *
+	 * @param mark the call's mark
+	 * @param cost the call's tokens
+	 * @param now the clock's reading
+	 */
+	void done(long mark, long cost, long now);
 
 	/**
 	 * Pauses the gate until {@code until} (a longer pause already in force stays).
@@ -59,7 +71,9 @@ public interface Gate {
 
 	/**
 	 * The server said {@code remaining} tokens remain until {@code reset}, answering the call whose mark
-	 * was {@code mark}: the calls that passed after it are subtracted. Never raises a level in force.
+	 * was {@code mark}: the calls that passed after it are subtracted, and so are those that passed before
+	 * it and are still out ({@link #done} not called yet), which the server may not have counted. Never
+	 * raises a level in force.
 	 *
 	 * @param remaining the server's remaining count
 	 * @param mark the answered call's mark

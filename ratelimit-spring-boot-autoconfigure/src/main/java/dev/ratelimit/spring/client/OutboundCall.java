@@ -26,6 +26,8 @@ final class OutboundCall {
 
 	private final AtomicBoolean released = new AtomicBoolean();
 
+	private final AtomicBoolean done = new AtomicBoolean();
+
 	OutboundCall(ClientLimits limits, @Nullable Object[] keys, Gate[] gates) {
 		this.limits = limits;
 		this.keys = keys;
@@ -37,13 +39,29 @@ final class OutboundCall {
 		this.permit = permit;
 	}
 
-	/** What the server answered: counted when 429 or 503, obeyed when listening. */
+	/**
+	 * What the server answered: counted when 429 or 503, obeyed when listening; then the call is no longer
+	 * out for its gates.
+	 */
 	void answered(int status, HttpHeaders headers) {
-		this.limits.answered(this, status, headers);
+		try {
+			this.limits.answered(this, status, headers);
+		}
+		finally {
+			done();
+		}
 	}
 
-	/** Releases the buckets' tokens (capped release), once. */
+	/** The call is no longer out for its gates, once (its answer heard, or the exchange over). */
+	private void done() {
+		if (this.done.compareAndSet(false, true)) {
+			this.limits.done(this);
+		}
+	}
+
+	/** Releases the buckets' tokens (capped release), once; the call is no longer out for its gates. */
 	void release() {
+		done();
 		if (this.released.compareAndSet(false, true)) {
 			Permit taken = this.permit;
 			if (taken != null) {

@@ -37,10 +37,23 @@ public final class ServerGate implements Gate {
 	 * G3. past a step's reset the step is gone: removed on the first look after it.
 	 * G4. at most MAX_STEPS steps: beyond that, two neighbours become one with the lower cap and the later
 	 *     reset (holding calls back longer, never letting more through).
+	 * G5. an answer's cap also subtracts the calls that passed BEFORE the answered one and are still out
+	 *     (their answers not heard yet): the server may have counted the answered call before them (two
+	 *     connections, a busy server), so its `remaining` need not include them. Calls out are kept in
+	 *     `flight` as {mark, cost, passed}: added on every pass, removed by done (the answer heard, or the
+	 *     exchange failed), by unpass, and after FLIGHT_HORIZON (a call whose end was never reported holds
+	 *     nothing back for ever). The cap of "r remain" answering the call of mark m is
+	 *     r + m - (tokens of the calls out whose mark is below m), computed when the answer is heard; G1 to
+	 *     G4 hold for these caps as they did (a cap is a number fixed when its answer is heard). A call
+	 *     that the server counted before the answered one is then subtracted twice: the gate holds back
+	 *     more, never less (ServerGateModelTests, "in flight").
 	 */
 
 	/** The most lowerings a gate keeps apart (G4). */
 	public static final int MAX_STEPS = 16;
+
+	/** How long a call is counted as out when its end is never reported (G5), as the Redis gate keeps it. */
+	static final long FLIGHT_HORIZON = 60_000_000_000L;
 
 	private long sent;
 
@@ -49,6 +62,8 @@ public final class ServerGate implements Gate {
 	private long pausedUntil;
 
 	private final List<long[]> steps = new ArrayList<>(); // {cap, reset}
+
+	private final Flight flight = new Flight();
 
 	/**
 	 * Whether nothing holds calls back now (no pause and no lowering in force): the blocking path then
@@ -88,8 +103,7 @@ public final class ServerGate implements Gate {
 		if (delay(cost, now) > 0) {
 			return -1;
 		}
-		this.sent += cost;
-		return this.sent;
+		return pass(cost, now);
 	}
 
 	/**
@@ -97,15 +111,23 @@ public final class ServerGate implements Gate {
 	 *
 	 * @return the call's mark
 	 */
-	synchronized long pass(long cost) {
+	synchronized long pass(long cost, long now) {
 		this.sent += cost;
+		this.flight.add(this.sent, cost, now); // G5
 		return this.sent;
 	}
 
 	/** Takes back a pass of a call that did not go out after all (another bucket held it back). */
 	@Override
-	public synchronized void unpass(long cost) {
+	public synchronized void unpass(long mark, long cost) {
 		this.sent -= cost;
+		this.flight.remove(mark, cost);
+	}
+
+	/** The call of {@code mark} is no longer out: its answer was heard, or its exchange failed (G5). */
+	@Override
+	public synchronized void done(long mark, long cost, long now) {
+		this.flight.remove(mark, cost);
 	}
 
 	/** Pauses the gate until {@code until} (a longer pause already in force stays). */
@@ -130,7 +152,7 @@ public final class ServerGate implements Gate {
 		if (reset - now <= 0) {
 			return;
 		}
-		long cap = remaining + mark;
+		long cap = remaining + mark - this.flight.before(mark); // G5
 		int at = 0;
 		while (at < this.steps.size() && this.steps.get(at)[1] - reset < 0) {
 			at++;
@@ -170,13 +192,85 @@ public final class ServerGate implements Gate {
 		return this.steps.isEmpty() ? Long.MAX_VALUE : Math.max(0, this.steps.get(0)[0] - this.sent);
 	}
 
-	/** G3. */
+	/** Tokens of the calls out now (G5), for tests. */
+	synchronized long outstanding(long now) {
+		expire(now);
+		return this.flight.before(Long.MAX_VALUE);
+	}
+
+	/** G3, and G5's horizon. */
 	private void expire(long now) {
+		this.flight.expire(now - FLIGHT_HORIZON);
 		if (this.paused && this.pausedUntil - now <= 0) {
 			this.paused = false;
 		}
 		while (!this.steps.isEmpty() && this.steps.get(0)[1] - now <= 0) {
 			this.steps.remove(0);
+		}
+	}
+
+	/**
+	 * The calls out (G5), in three parallel arrays in the order they passed: no allocation per call once
+	 * the arrays are as large as the calls out at once.
+	 */
+	private static final class Flight {
+
+		private long[] marks = new long[8];
+
+		private long[] costs = new long[8];
+
+		private long[] passed = new long[8];
+
+		private int size;
+
+		void add(long mark, long cost, long now) {
+			if (this.size == this.marks.length) {
+				this.marks = java.util.Arrays.copyOf(this.marks, this.size * 2);
+				this.costs = java.util.Arrays.copyOf(this.costs, this.size * 2);
+				this.passed = java.util.Arrays.copyOf(this.passed, this.size * 2);
+			}
+			this.marks[this.size] = mark;
+			this.costs[this.size] = cost;
+			this.passed[this.size] = now;
+			this.size++;
+		}
+
+		/** Removes one call of that mark and cost (the latest such, as an unpass takes back the latest). */
+		void remove(long mark, long cost) {
+			for (int i = this.size - 1; i >= 0; i--) {
+				if (this.marks[i] == mark && this.costs[i] == cost) {
+					removeAt(i);
+					return;
+				}
+			}
+		}
+
+		/** Tokens of the calls out whose mark is below {@code mark}. */
+		long before(long mark) {
+			long tokens = 0;
+			for (int i = 0; i < this.size; i++) {
+				if (this.marks[i] < mark) {
+					tokens += this.costs[i];
+				}
+			}
+			return tokens;
+		}
+
+		/** Drops the calls that passed at or before {@code horizon}. */
+		void expire(long horizon) {
+			for (int i = this.size - 1; i >= 0; i--) {
+				if (this.passed[i] - horizon <= 0) {
+					removeAt(i);
+				}
+			}
+		}
+
+		private void removeAt(int i) {
+			int tail = this.size - i - 1;
+			System.arraycopy(this.marks, i + 1, this.marks, i, tail);
+			System.arraycopy(this.costs, i + 1, this.costs, i, tail);
+			System.arraycopy(this.passed, i + 1, this.passed, i, tail);
+			this.size--;
 		}
 	}
 }

@@ -23,6 +23,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * durations, malformed values of each), clock moves, calls passing with costs, pauses and resets, and the
  * max-pause cap. The reference keeps every answer as said (remaining, the mark of the answered call, its
  * reset) and computes the level and the wait from all of them; the gate keeps a compressed staircase.
+ * In flight (G5): several calls are out at once and answered in any order (or end without an answer);
+ * an answer's cap subtracts the calls out that passed before the answered one, as the reference computes
+ * from the calls it knows are out when the answer comes (those passed within the horizon).
  */
 class ServerGateModelTests {
 
@@ -128,13 +131,24 @@ class ServerGateModelTests {
 		ServerAnswers answers = new ServerAnswers(MAX_PAUSE, wall);
 		ServerGate gate = new ServerGate();
 		Reference reference = new Reference();
-		List<Long> marks = new ArrayList<>();
-		marks.add(0L);
+		List<long[]> out = new ArrayList<>(); // {mark, cost, passed}: the calls out, in the reference
 		long maxPause = MAX_PAUSE.toNanos();
 		for (int step = 0; step < STEPS; step++) {
 			long now = clock[0];
 			int op = random.nextInt(10);
-			if (op < 2) {
+			out.removeIf((call) -> call[2] <= now - ServerGate.FLIGHT_HORIZON);
+			if (op == 9 && !out.isEmpty() && random.nextBoolean()) { // a call ends without an answer
+				long[] call = out.remove(random.nextInt(out.size()));
+				gate.done(call[0], call[1], now);
+				trace.add("done without an answer: mark " + call[0] + " cost " + call[1]);
+			}
+			else if (op == 8 && !out.isEmpty() && random.nextInt(4) == 0) { // the latest pass taken back
+				long[] call = out.remove(out.size() - 1);
+				gate.unpass(call[0], call[1]);
+				reference.sent -= call[1];
+				trace.add("unpass: mark " + call[0] + " cost " + call[1]);
+			}
+			else if (op < 2) {
 				long by = random.nextBoolean() ? random.nextLong(3 * SECOND) : random.nextInt(3) * SECOND;
 				clock[0] += by;
 				trace.add("clock +" + by);
@@ -147,7 +161,7 @@ class ServerGateModelTests {
 				if (expectedDelay == 0) {
 					reference.sent += cost;
 					assertThat(mark).as("mark").isEqualTo(reference.sent);
-					marks.add(mark);
+					out.add(new long[] { mark, cost, now });
 				}
 				else {
 					assertThat(mark).as("held back").isEqualTo(-1);
@@ -159,7 +173,15 @@ class ServerGateModelTests {
 				long expectedPause = 0;
 				List<long[]> expectedLowerings = new ArrayList<>();
 				int form = random.nextInt(7);
-				long mark = marks.get(marks.size() - 1 - random.nextInt(Math.min(marks.size(), 5)));
+				// any call out may be answered first; with none out, a call whose mark is the count now
+				long[] answered = out.isEmpty() ? new long[] { reference.sent, 0, now } : out.get(random.nextInt(out.size()));
+				long mark = answered[0];
+				long before = 0; // G5: the calls out that passed before the answered one
+				for (long[] call : out) {
+					if (call[0] < mark) {
+						before += call[1];
+					}
+				}
 				long remaining = random.nextInt(6);
 				long seconds = random.nextInt(30);
 				switch (form) {
@@ -230,20 +252,28 @@ class ServerGateModelTests {
 					}
 				}
 				boolean pauses = status != 200 && expectedPause > 0;
-				trace.add("answer " + status + " " + headers + " to mark " + mark);
+				trace.add("answer " + status + " " + headers + " to mark " + mark + " (" + before + " out before it)");
 				ServerAnswers.Heard heard = answers.read(status, headers);
 				ClientLimits.obey(gate, heard, mark, now);
+				if (out.remove(answered)) {
+					gate.done(answered[0], answered[1], now);
+				}
 				if (pauses) {
 					reference.pausedUntil = Math.max(reference.pausedUntil, now + Math.min(expectedPause, maxPause));
 				}
 				for (long[] lowering : expectedLowerings) {
 					long reset = now + Math.min(lowering[1], maxPause);
 					if (reset > now) {
-						reference.answers.add(new long[] { lowering[0] + mark, reset });
+						reference.answers.add(new long[] { lowering[0] + mark - before, reset });
 					}
 				}
 			}
 			long at = clock[0];
+			long outstanding = 0;
+			for (long[] call : out) {
+				outstanding += (call[2] > at - ServerGate.FLIGHT_HORIZON) ? call[1] : 0;
+			}
+			assertThat(gate.outstanding(at)).as("tokens of the calls out").isEqualTo(outstanding);
 			if (reference.steps(at) <= ServerGate.MAX_STEPS) {
 				assertThat(gate.level(at)).as("level").isEqualTo(reference.level(at));
 			}
