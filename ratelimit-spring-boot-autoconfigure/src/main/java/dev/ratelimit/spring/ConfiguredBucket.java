@@ -129,6 +129,18 @@ final class ConfiguredBucket implements RegisteredBucket {
 			}
 
 			@Override
+			public long entryBytes() {
+				return (template instanceof BucketDefinition.Quota && backend == null) ? KeyedBuckets.QUOTA_ENTRY_BYTES
+						: KeyedBuckets.ENTRY_BYTES;
+			}
+
+			@Override
+			public long countOf(RateLimiter bucket) {
+				// a backend's key keeps its count there; what its object keeps here is a debt in time
+				return (backend != null) ? -1 : KeyedBuckets.Maker.super.countOf(bucket);
+			}
+
+			@Override
 			public void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
 				if (backend == null) {
 					KeyedBuckets.Maker.super.owe(plan, bucket, ahead, whole);

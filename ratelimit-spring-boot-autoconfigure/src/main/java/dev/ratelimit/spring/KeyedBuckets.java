@@ -49,7 +49,7 @@ public final class KeyedBuckets {
 	 * (Entry.bytes each: ENTRY_BYTES plus the key's own characters); and, made on the first forgetting,
 	 * the Debts: what forgotten buckets owe, as the instant each is full again ("full at", clock nanos).
 	 * The Debts are a set-associative table of exact records (DEBT_WAYS slots of 16 bytes per set: a
-	 * 56-bit seeded fingerprint of the key with the index of the plan it followed in the low 8 bits, and
+	 * 55-bit seeded fingerprint of the key with the index of the plan it followed in the low 8 bits, and
 	 * its full-at instant), backed by a table of "full at" cells merged by max in PROBES seeded cells per
 	 * key, for the records that do not fit (the spill). Seeded per store (SecureRandom), so that nobody can
 	 * aim at another key's set or cells.
@@ -115,8 +115,7 @@ public final class KeyedBuckets {
 	 *
 	 * K7, forgetting a bucket that owes tokens keeps what it owes: when the memory is full and the sweep
 	 * finds no idle bucket among the entries it looks at, it forgets the forgettable one (no pin, nobody
-	 * waiting, nothing in flight, nothing claimed ahead; a rover bucket: pacers and quotas are only dropped
-	 * when idle) that is full soonest: first it records the instant the bucket is full again (now +
+	 * waiting, nothing in flight, nothing claimed ahead; pacers and quotas too, K9) that is full soonest: first it records the instant the bucket is full again (now +
 	 * untilFull) in the Debts, then retires it (K2). Recording writes the key's exact record in its set:
 	 * over its own older record (the later forgetting is the truth), or in a free slot (empty, or whose
 	 * instant is past); in a full set, the record that is full latest, the new one or one in the set,
@@ -143,9 +142,10 @@ public final class KeyedBuckets {
 	 * K8, no lock-out through the bound: no bucket is shared by keys (there is no overflow bucket unless
 	 * keys.max is set). Room for a new key is made from idle buckets first, then from forgotten ones (K7),
 	 * which cost their key nothing but the rounding of a fraction of a token when it comes back. What is
-	 * approximate, and its probability: (a) an exact record matches another key's only when their 56-bit
-	 * fingerprints (independent of the set's index) are equal: about DEBT_WAYS * 2^-56 (2.2e-16) per
-	 * look-up; (b) a key whose record was spilled is charged by the least of its PROBES cells; with n
+	 * approximate, and its probability: (a) an exact record matches another key's only when their 55-bit
+	 * fingerprints (independent of the set's index; 32 bits for a quota's count, K9) are equal: about
+	 * DEBT_WAYS * 2^-55 (4.4e-16) per look-up (2^-28, 3.7e-9, for a quota's); (b) a key whose record was
+	 * spilled is charged by the least of its PROBES cells; with n
 	 * spilled keys owing at once and m cells that is another key's later instant with a chance of about
 	 * (1 - e^(-PROBES n / m))^PROBES. Records spill only from a full set: at the default memory the exact
 	 * table has 524,288 slots in 32,768 sets of DEBT_WAYS = 16. With 100,000 sprayed keys owing at once
@@ -160,6 +160,26 @@ public final class KeyedBuckets {
 	 * cliff. When every entry the sweep can find is busy (pinned, waited on, or holding tokens in
 	 * flight), the new key gets its own bucket beyond the bound: busy buckets are bounded by the calls in
 	 * progress, not by the keys callers send.
+	 *
+	 * K9, pacers and quotas are forgotten as buckets are (K7), so that their store keeps keys.memory too. A
+	 * pacer's debt is the time its active pool takes to fill at its rate (worked out from its fractional
+	 * level, rounded up to a nanosecond); the pacer made again has its active pool short of what that time
+	 * would still make, and its burst and backlog (credit the forgotten one may have had) empty: it never
+	 * grants more than the forgotten one would have, and a key calling within its rate comes back when its
+	 * pool is full, owing nothing. A quota's debt is its count until its period's end: the exact record
+	 * keeps 32 bits of fingerprint, the count (at most COUNT_MOST; a quota owing more is not forgotten)
+	 * and the period's end on the store's clock plus QUOTA_SLACK (1 s, so that the record outlives the
+	 * period whichever of the store's clock and the quota's wall clock is ahead); the quota made again is
+	 * charged the count when its own period ends within the record's instant (the same period), nothing in
+	 * the next one: exact. A quota's record read from the spill (a full set) is its period's end without
+	 * its count, so it costs the whole limit until then (Maker.owe): conservative, and with the chance (b)
+	 * of K8 a key that collides with it is refused until that period ends. A retune rescales the debts in
+	 * time, not a quota's count. A quota's entry costs QUOTA_ENTRY_BYTES. A key's bucket on a backend keeps
+	 * its debt in time (its count lives there). KeyedBucketsModelTests
+	 * .sprayersNeverPushAKeyOverItsBoundNorLockOutKeysWithinTheirRate (each sequence draws buckets,
+	 * pacers or quotas; every key's grants checked against a limiter of its own never dropped, which the
+	 * code before K9 failed: pacers and quotas owing were kept beyond the memory), KeyedBucketsHeapTests
+	 * .pacersAndQuotasCostAtMostTheirStatedBytesAndKeepTheHeapWithinKeysMemory.
 	 *
 	 * Revision 2's keys.max, when set: at most that many keys have a bucket; when that many are kept and
 	 * none is idle, a new key shares the overflow bucket (counted by ratelimit.keys.overflow) until one
@@ -196,6 +216,15 @@ public final class KeyedBuckets {
 	 */
 	public static final int ENTRY_BYTES = 700;
 
+	/**
+	 * What one key's entry costs besides its characters when its bucket is a calendar quota (K9): measured
+	 * as {@link #ENTRY_BYTES}, 771 bytes for a key of 14 characters in a store of quotas sprayed past its
+	 * memory; rounded up (KeyedBucketsHeapTests
+	 * .pacersAndQuotasCostAtMostTheirStatedBytesAndKeepTheHeapWithinKeysMemory). A pacer's fits in
+	 * {@link #ENTRY_BYTES} (607 bytes for a key of 64 characters).
+	 */
+	public static final int QUOTA_ENTRY_BYTES = 800;
+
 	/** What a digested key costs (the digest object). */
 	static final int DIGEST_BYTES = 32;
 
@@ -213,6 +242,15 @@ public final class KeyedBuckets {
 
 	/** Hashes of a key into the spill. */
 	static final int PROBES = 4;
+
+	/** The largest count a quota's exact debt holds (23 bits); a quota owing more is not forgotten (K9). */
+	public static final long COUNT_MOST = (1L << 23) - 1;
+
+	/**
+	 * How long a quota's debt outlives its period's end (K9): the store's clock (nanoseconds) and the
+	 * quota's (the wall clock) may disagree by less than this.
+	 */
+	public static final Duration QUOTA_SLACK = Duration.ofSeconds(1);
 
 	/**
 	 * The default {@code keys.memory}: 64 MB, of which 13/16 hold live keys: over 65,000 keys of
@@ -255,6 +293,9 @@ public final class KeyedBuckets {
 	private final LongSupplier clock;
 
 	private final Maker maker;
+
+	/** What an entry costs besides its key's characters (K3): {@link Maker#entryBytes()}. */
+	private final long entryBytes;
 
 	/** The plans by name (K5), or {@code null} for a bucket without plans (its calls never look one up). */
 	private final @Nullable Map<String, Plan> plans;
@@ -362,6 +403,7 @@ public final class KeyedBuckets {
 		this.remember = remember;
 		this.clock = clock;
 		this.maker = maker;
+		this.entryBytes = maker.entryBytes();
 		this.planIndex = new Plan[plans.size() + 1];
 		if (plans.isEmpty()) {
 			this.plans = null;
@@ -404,19 +446,63 @@ public final class KeyedBuckets {
 		/**
 		 * What forgetting a key's bucket would lose (K7): the nanoseconds until it is full again, 0 when it
 		 * is full, or {@code -1} when it cannot be forgotten now (callers waiting, tokens in flight or claimed
-		 * ahead, or a pacer or a quota, which are only dropped when idle). The default reads the bucket's
-		 * snapshot: a bucket of this JVM.
+		 * ahead, or a quota that owes more than {@link #COUNT_MOST}). For a pacer, the time its active pool
+		 * takes to fill at its rate, without the catch-up its backlog would give (its burst and backlog are
+		 * forgotten: K9); for a quota, the time until its period's end, and {@link #QUOTA_SLACK} more, so that
+		 * its debt (its count, {@link #countOf}) outlives the period whatever the two clocks say (K9). The
+		 * default reads the bucket's snapshot: a bucket of this JVM.
 		 *
 		 * @param bucket a key's bucket
 		 * @return nanoseconds, 0, or {@code -1}
 		 */
 		default long untilFull(RateLimiter bucket) {
 			RateLimiterSnapshot snapshot = bucket.snapshot();
-			if (snapshot.waiting() != 0 || snapshot.inFlight() != 0 || snapshot.deficiency() != 0
-					|| snapshot.pools() != null || snapshot.resetsAt() != null) {
+			if (snapshot.waiting() != 0 || snapshot.inFlight() != 0 || snapshot.deficiency() != 0) {
 				return -1;
 			}
+			if (snapshot.resetsAt() != null) {
+				long count = KeyedBuckets.countOf(snapshot);
+				if (count > COUNT_MOST) {
+					return -1;
+				}
+				return (count == 0) ? 0 : snapshot.untilReset().toNanos() + QUOTA_SLACK.toNanos();
+			}
+			// a pacer's: worked out from its fractional level, rounded up to a nanosecond (K9)
 			return snapshot.untilFull().toNanos();
+		}
+
+		/**
+		 * What a quota's bucket owes until its period's end (K9): its count, or {@code -1} for a limiter
+		 * whose debt is its time until full (a rover bucket, a pacer). The default reads the bucket's snapshot.
+		 *
+		 * @param bucket a key's bucket that {@link #untilFull} says can be forgotten
+		 * @return the count, or {@code -1}
+		 */
+		default long countOf(RateLimiter bucket) {
+			RateLimiterSnapshot snapshot = bucket.snapshot();
+			return (snapshot.resetsAt() != null) ? KeyedBuckets.countOf(snapshot) : -1;
+		}
+
+		/**
+		 * Makes a quota's bucket just made for a forgotten key owe the count its forgotten one had (K9),
+		 * when it is in the same period: its period ends within {@code ahead} (the recorded end and
+		 * {@link #QUOTA_SLACK}); in the next period it owes nothing. A bucket that is not a quota (a plan of
+		 * another type) owes its whole limit while {@code ahead} lasts. The default reads the bucket's
+		 * snapshot and charges it.
+		 *
+		 * @param plan the plan the bucket was made on, or {@code null} for the template
+		 * @param bucket the bucket
+		 * @param ahead the nanoseconds until the forgotten one's period ended, and the slack, {@code > 0}
+		 * @param count the count it owed, {@code > 0}
+		 */
+		default void oweCount(@Nullable String plan, RateLimiter bucket, long ahead, long count) {
+			RateLimiterSnapshot s = bucket.snapshot();
+			if (s.resetsAt() == null) {
+				owe(plan, bucket, ahead, true);
+			}
+			else if (s.untilReset().toNanos() <= ahead) {
+				bucket.charge(count);
+			}
 		}
 
 		/**
@@ -432,10 +518,22 @@ public final class KeyedBuckets {
 		 */
 		default void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
 			RateLimiterSnapshot s = bucket.snapshot();
-			long missing = missing(s.rate(), s.period(), (long) Math.ceil(s.limit()), ahead, whole);
+			// a quota's debt read from the spill is a period's end, not its count: its whole limit (K9)
+			long missing = missing(s.rate(), s.period(), (long) Math.ceil(s.limit()), ahead,
+					whole || s.resetsAt() != null);
 			if (missing > 0) {
 				bucket.charge(missing);
 			}
+		}
+
+		/**
+		 * What one key's entry costs besides its key's characters (K3): {@link #ENTRY_BYTES} for a rover
+		 * bucket or a pacer, {@link #QUOTA_ENTRY_BYTES} for a calendar quota.
+		 *
+		 * @return bytes
+		 */
+		default long entryBytes() {
+			return ENTRY_BYTES;
 		}
 
 		/**
@@ -449,6 +547,11 @@ public final class KeyedBuckets {
 		default boolean keepsStateElsewhere() {
 			return false;
 		}
+	}
+
+	/** A quota's count from its view (K9): its limit less what is available, and what it owes beyond. */
+	static long countOf(RateLimiterSnapshot quota) {
+		return (long) Math.ceil(quota.limit() - quota.available() + quota.deficiency());
 	}
 
 	/**
@@ -655,21 +758,24 @@ public final class KeyedBuckets {
 		return fresh;
 	}
 
-	/** Charges a bucket just made the tokens its forgotten one would still miss (K7). */
+	/** Charges a bucket just made the tokens its forgotten one would still miss (K7), or a quota's count (K9). */
 	private void charge(@Nullable Plan plan, RateLimiter bucket, Debt debt) {
 		long ahead = debt.fullAt() - this.clock.getAsLong();
-		if (ahead > 0) {
+		if (ahead > 0 && debt.count() > 0) {
+			this.maker.oweCount((plan != null) ? plan.name : null, bucket, ahead, debt.count());
+		}
+		else if (ahead > 0) {
 			// spilled on a bucket with plans: the rate it owed at is not kept, so its whole limit (K7)
 			this.maker.owe((plan != null) ? plan.name : null, bucket, ahead, debt.plan() < 0 && this.plans != null);
 		}
 	}
 
 	/** The bytes an entry for {@code key} (as stored) costs (K3). */
-	static long bytesOf(Object key) {
+	long bytesOf(Object key) {
 		if (key instanceof String s) {
-			return ENTRY_BYTES + 2L * s.length();
+			return this.entryBytes + 2L * s.length();
 		}
-		return ENTRY_BYTES + DIGEST_BYTES;
+		return this.entryBytes + DIGEST_BYTES;
 	}
 
 	private boolean reserve(long cost) {
@@ -804,7 +910,8 @@ public final class KeyedBuckets {
 		}
 		if (untilFull > 0 && this.remember) {
 			Plan plan = best.plan;
-			debtTable().record(best.key, (plan != null) ? plan.index : 0, this.clock.getAsLong() + untilFull); // K7: before
+			long count = this.maker.countOf(best.limiter); // a quota's (K9), or -1: a debt in time
+			debtTable().record(best.key, (plan != null) ? plan.index : 0, this.clock.getAsLong() + untilFull, count); // K7: before
 		}
 		if (!STATE.compareAndSet(best, s, RETIRED)) {
 			return false;
@@ -1086,10 +1193,11 @@ public final class KeyedBuckets {
 	}
 
 	/**
-	 * What a forgotten key owes (K7): the instant its bucket is full again, and the index of the plan it
-	 * followed (0: the template), or {@code -1} when it was read from the spill (the plan is not kept).
+	 * What a forgotten key owes (K7): the instant its bucket is full again (a quota's: its period's end and
+	 * the slack), the index of the plan it followed (0: the template), or {@code -1} when it was read from
+	 * the spill (the plan is not kept), and a quota's count (K9), or {@code -1} for a debt in time.
 	 */
-	record Debt(long fullAt, int plan) {
+	record Debt(long fullAt, int plan, long count) {
 	}
 
 	/**
@@ -1100,7 +1208,11 @@ public final class KeyedBuckets {
 	 */
 	static final class Debts {
 
-		/** Per slot, {@code [2i]} the fingerprint (plan index in the low 8 bits; 0 = empty), {@code [2i+1]} the instant. */
+		/**
+		 * Per slot, {@code [2i]} the fingerprint (plan index in the low 8 bits, {@link #COUNTED} in bit 8;
+		 * 0 = empty), {@code [2i+1]} the instant. A debt in time keeps 55 bits of fingerprint (bits 9 to 63);
+		 * a quota's count (K9) keeps 32 (bits 32 to 63) and the count in bits 9 to 31.
+		 */
 		private final long[] slots;
 
 		private final int setMask;
@@ -1124,16 +1236,29 @@ public final class KeyedBuckets {
 			this.clock = clock;
 		}
 
-		synchronized void record(Object key, int plan, long fullAt) {
+		/** Bit 8 of a slot's fingerprint word: the record is a quota's count (K9). */
+		static final long COUNTED = 0x100;
+
+		/** The fingerprint bits of a debt in time. */
+		private static final long FINGERPRINT = ~0x1FFL;
+
+		/** The fingerprint bits of a quota's count, and the spill's index. */
+		private static final long HIGH = 0xFFFFFFFF00000000L;
+
+		/**
+		 * Records what a forgotten key owes: until {@code fullAt}, in time ({@code count < 0}) or a quota's
+		 * count ({@code count} in {@code 1..COUNT_MOST}).
+		 */
+		synchronized void record(Object key, int plan, long fullAt, long count) {
 			long h = hash(key);
-			long fp = fingerprint(h) | plan;
+			long fp = ((count < 0) ? fingerprint(h) : (fingerprint(h) & HIGH) | (count << 9) | COUNTED) | plan;
 			int base = set(h) * DEBT_WAYS;
 			long now = this.clock.getAsLong();
 			int free = -1;
 			int latest = -1;
 			for (int i = base; i < base + DEBT_WAYS; i++) {
 				long f = this.slots[2 * i];
-				if (f != 0 && (f & ~0xFFL) == (fp & ~0xFFL)) {
+				if (f != 0 && matches(f, fingerprint(h))) {
 					this.slots[2 * i] = fp; // the later forgetting is the truth (K7)
 					this.slots[2 * i + 1] = fullAt;
 					return;
@@ -1162,10 +1287,15 @@ public final class KeyedBuckets {
 			this.slots[2 * latest + 1] = fullAt;
 		}
 
-		/** Max in the spill cells of the key whose fingerprint is {@code fp} (its plan aside). */
+		/** Whether a slot's fingerprint word {@code f} is the record of the key whose fingerprint is {@code fp}. */
+		private static boolean matches(long f, long fp) {
+			return ((f & COUNTED) != 0) ? (f & HIGH) == (fp & HIGH) : (f & FINGERPRINT) == fp;
+		}
+
+		/** Max in the spill cells of the key whose fingerprint is {@code fp} (its plan and count aside). */
 		private void spill(long fp, long instant) {
 			long fullAt = (instant != 0) ? instant : 1; // 0 is an empty cell: a nanosecond later, conservative
-			long at = mix(fp & ~0xFFL);
+			long at = mix(fp & HIGH);
 			long step = mix(at) | 1;
 			for (int i = 0; i < PROBES; i++) {
 				int cell = (int) ((at + i * step) & this.spillMask);
@@ -1183,13 +1313,14 @@ public final class KeyedBuckets {
 			int base = set(h) * DEBT_WAYS;
 			for (int i = base; i < base + DEBT_WAYS; i++) {
 				long f = this.slots[2 * i];
-				if (f != 0 && (f & ~0xFFL) == fp) {
+				if (f != 0 && matches(f, fp)) {
 					long fullAt = this.slots[2 * i + 1];
-					return (fullAt - now > 0) ? new Debt(fullAt, (int) (f & 0xFF)) : null;
+					long count = ((f & COUNTED) != 0) ? (f & ~HIGH) >>> 9 : -1;
+					return (fullAt - now > 0) ? new Debt(fullAt, (int) (f & 0xFF), count) : null;
 				}
 			}
-			// the spill's cells are indexed by the fingerprint, as a spilled record carries it
-			long at = mix(fp);
+			// the spill's cells are indexed by the fingerprint's high bits, as a spilled record carries them
+			long at = mix(fp & HIGH);
 			long step = mix(at) | 1;
 			long least = 0;
 			for (int i = 0; i < PROBES; i++) {
@@ -1201,7 +1332,7 @@ public final class KeyedBuckets {
 					least = v;
 				}
 			}
-			return (least - now > 0) ? new Debt(least, -1) : null;
+			return (least - now > 0) ? new Debt(least, -1, -1) : null;
 		}
 
 		/** Removes the exact record of {@code key} that a bucket now holds. */
@@ -1210,7 +1341,8 @@ public final class KeyedBuckets {
 			long fp = fingerprint(h);
 			int base = set(h) * DEBT_WAYS;
 			for (int i = base; i < base + DEBT_WAYS; i++) {
-				if ((this.slots[2 * i] & ~0xFFL) == fp && this.slots[2 * i + 1] == debt.fullAt()) {
+				long f = this.slots[2 * i];
+				if (f != 0 && matches(f, fp) && this.slots[2 * i + 1] == debt.fullAt()) {
 					this.slots[2 * i] = 0;
 					this.slots[2 * i + 1] = 0;
 					return;
@@ -1221,11 +1353,13 @@ public final class KeyedBuckets {
 		/**
 		 * Keeps what each forgotten key on plan {@code plan} (0: the template) owes in tokens when a token's
 		 * time changes by {@code factor}; the spill, whose plans are not kept, only ever later (conservative).
+		 * A quota's count is kept as it is, until its period's end (K9).
 		 */
 		synchronized void rescale(int plan, double factor) {
 			long now = this.clock.getAsLong();
 			for (int i = 0; i < this.slots.length; i += 2) {
-				if (this.slots[i] != 0 && (this.slots[i] & 0xFF) == plan && this.slots[i + 1] - now > 0) {
+				if (this.slots[i] != 0 && (this.slots[i] & COUNTED) == 0 && (this.slots[i] & 0xFF) == plan
+						&& this.slots[i + 1] - now > 0) {
 					this.slots[i + 1] = later(now, this.slots[i + 1], factor);
 				}
 			}
@@ -1265,10 +1399,13 @@ public final class KeyedBuckets {
 			return (int) (h & this.setMask);
 		}
 
-		/** 56 bits of the key's hash, independent of its set, never 0 (the low 8 bits take the plan). */
+		/**
+		 * 55 bits of the key's hash (bits 9 to 63), independent of its set, never 0 in its high 32 bits (the
+		 * low 9 bits take the plan and {@link #COUNTED}).
+		 */
 		private static long fingerprint(long h) {
-			long fp = mix(h ^ 0x632BE59BD9B4E019L) & ~0xFFL;
-			return (fp != 0) ? fp : 0x100;
+			long fp = mix(h ^ 0x632BE59BD9B4E019L) & FINGERPRINT;
+			return ((fp & HIGH) != 0) ? fp : fp | (1L << 32);
 		}
 
 		private long hash(Object key) {

@@ -2,10 +2,16 @@ package dev.ratelimit.spring;
 
 import java.lang.ref.Reference;
 import java.time.Duration;
+import java.time.Instant;
+import java.time.ZoneOffset;
 import java.util.Arrays;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
 
+import dev.ratelimit.core.CalendarQuota;
+import dev.ratelimit.core.HybridRateLimiter;
+import dev.ratelimit.core.QuotaCalendar;
+import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
 import org.junit.jupiter.api.Test;
 
@@ -89,6 +95,71 @@ class KeyedBucketsHeapTests {
 		assertThat(keys.size()).isEqualTo(n); // all kept, none forgotten
 		assertThat(perKey).isLessThanOrEqualTo(KeyedBuckets.ENTRY_BYTES + 2 * KeyedBuckets.KEY_CHARS);
 		Reference.reachabilityFence(keys);
+	}
+
+	/**
+	 * K3 and K9 for pacers and quotas: a key's pacer or quota, owing (so that none is dropped), costs at most
+	 * what the store charges for it; and a store of them sprayed with more keys than it holds (so that
+	 * they are forgotten with their debts, K9) keeps the heap within {@code keys.memory}.
+	 */
+	@Test
+	void pacersAndQuotasCostAtMostTheirStatedBytesAndKeepTheHeapWithinKeysMemory() {
+		for (int type = 1; type <= 2; type++) {
+			int kind = type;
+			int n = 20_000;
+			String pad = "k".repeat(KeyedBuckets.KEY_CHARS - 8);
+			long before = usedHeapAfterGc();
+			long charged = (kind == 1) ? KeyedBuckets.ENTRY_BYTES : KeyedBuckets.QUOTA_ENTRY_BYTES;
+			KeyedBuckets keys = new KeyedBuckets(0, KeyedBuckets.DEFAULT_MEMORY, true, this.now::get,
+					new KeyedBuckets.Maker() {
+
+						@Override
+						public RateLimiter make(String plan, Object key) {
+							return limiter(kind);
+						}
+
+						@Override
+						public void follow(String plan, RateLimiter bucket) {
+						}
+
+						@Override
+						public long entryBytes() {
+							return charged;
+						}
+					}, java.util.Map.of());
+			for (int i = 0; i < n; i++) {
+				take(keys, String.format("%08d", i) + pad, 1);
+			}
+			long perKey = (usedHeapAfterGc() - before) / n;
+			String what = (kind == 1) ? "pacer" : "quota";
+			System.out.printf("a %s's key of %d characters: %d bytes on the heap (charged %d)%n", what,
+					KeyedBuckets.KEY_CHARS, perKey, charged + 2 * KeyedBuckets.KEY_CHARS);
+			assertThat(keys.size()).as(what).isEqualTo(n);
+			assertThat(perKey).as(what).isLessThanOrEqualTo(charged + 2 * KeyedBuckets.KEY_CHARS);
+			// twice the keys the memory holds, each owing: forgotten with their debts, the heap bounded
+			for (int i = n; i < 2 * KeyedBuckets.DEFAULT_MEMORY / charged; i++) {
+				take(keys, "sprayed-" + i, 1);
+				this.now.addAndGet(1_000);
+			}
+			long retained = usedHeapAfterGc() - before;
+			System.out.printf("%ss sprayed: %d live, %d forgotten owing; retained %.1f MB of %d MB%n", what, keys.size(),
+					keys.owing(), retained / 1048576.0, KeyedBuckets.DEFAULT_MEMORY >> 20);
+			assertThat(keys.owing()).as(what + "s forgotten owing").isPositive();
+			assertThat(retained).as(what).isLessThan(KeyedBuckets.DEFAULT_MEMORY + (4L << 20));
+			Reference.reachabilityFence(keys);
+		}
+	}
+
+	private RateLimiter limiter(int type) {
+		if (type == 1) {
+			return HybridRateLimiter.builder().rate(1, Duration.ofSeconds(1)).limit(10).clock(this.now::get).build();
+		}
+		return CalendarQuota.builder()
+			.limit(10)
+			.calendar(QuotaCalendar.Unit.DAY)
+			.zone(ZoneOffset.UTC)
+			.clock(() -> Instant.ofEpochSecond(1_700_000_000L, this.now.get()))
+			.build();
 	}
 
 	/** The heap in use after full collections: the least of a few readings (other threads allocate too). */

@@ -9,6 +9,9 @@ import java.util.Objects;
 import java.util.SplittableRandom;
 import java.util.concurrent.atomic.AtomicLong;
 
+import dev.ratelimit.core.CalendarQuota;
+import dev.ratelimit.core.HybridRateLimiter;
+import dev.ratelimit.core.QuotaCalendar;
 import dev.ratelimit.core.RateLimiter;
 import dev.ratelimit.core.SharedTokenBucket;
 import org.junit.jupiter.api.Test;
@@ -292,22 +295,29 @@ class KeyedBucketsModelTests {
 	private static final int SPRAY_STEPS = 400;
 
 	/**
-	 * K7 and K8 on seeded random sequences: sprayers (a new key per call, random key sizes up to 200
+	 * K7, K8 and K9 on seeded random sequences: sprayers (a new key per call, random key sizes up to 200
 	 * characters, taking random amounts) interleaved with well-behaved keys that call within their rate
 	 * (one token at least a token's time after their previous call), in a store whose memory holds only a
-	 * few keys, so that buckets owing tokens are forgotten again and again. Against per-key reference
-	 * buckets that are never dropped: no key's grants over any window exceed {@code limit + rate * w}, and
-	 * no well-behaved call is refused where its reference grants it.
+	 * few keys, so that buckets owing tokens are forgotten again and again. Each sequence draws the
+	 * template's type: rover buckets, pacers (random burst ratio) or calendar quotas (a minute's allowance,
+	 * on a wall clock that is the store's clock). Against per-key reference limiters that are never
+	 * dropped: each key's grants are a history its own limiter, never dropped, grants too (its shadow takes
+	 * what the store granted; for rover buckets also: no window's grants exceed {@code limit + rate * w}),
+	 * no key has more keys in the store than its memory holds, and no well-behaved call is refused where
+	 * its reference grants it.
 	 */
 	@Test
 	void sprayersNeverPushAKeyOverItsBoundNorLockOutKeysWithinTheirRate() {
 		long base = System.nanoTime();
-		long[] tally = new long[3]; // well-behaved calls, their refusals, forgettings seen
+		long[] tally = new long[6]; // well-behaved calls, their refusals, forgettings seen (all, pacers, quotas)
 		for (int i = 0; i < SPRAY_SEQUENCES; i++) {
 			spray(base + i, tally);
 		}
-		System.out.printf("sprayer model: %d sequences, %d well-behaved calls, %d refused, %d buckets forgotten%n",
-				SPRAY_SEQUENCES, tally[0], tally[1], tally[2]);
+		System.out.printf("sprayer model: %d sequences, %d well-behaved calls, %d refused, %d buckets forgotten"
+				+ " (%d pacers, %d quotas)%n", SPRAY_SEQUENCES, tally[0], tally[1], tally[2], tally[3], tally[4]);
+		if (tally[3] == 0 || tally[4] == 0) {
+			fail("no pacer or no quota owing was ever forgotten: the model tests nothing of K9 (seeds from " + base + ")");
+		}
 		if (tally[1] != 0) {
 			fail("well-behaved keys refused " + tally[1] + " times in " + tally[0] + " calls (seeds from " + base + ")");
 		}
@@ -318,23 +328,30 @@ class KeyedBucketsModelTests {
 
 	private static void spray(long seed, long[] tally) {
 		SplittableRandom random = new SplittableRandom(seed);
-		AtomicLong now = new AtomicLong(random.nextLong());
+		int type = random.nextInt(3); // 0: rover buckets, 1: pacers, 2: calendar quotas (K9)
+		// a quota's wall clock is the store's: nanoseconds since the epoch, from some instant of 2023 on
+		AtomicLong now = new AtomicLong((type == 2) ? 1_700_000_000_000_000_000L + random.nextLong(1L << 50)
+				: random.nextLong());
 		long start = now.get();
-		long rate = 1 + random.nextInt(50);
 		long limit = 2 + random.nextInt(8);
+		long rate = (type == 2) ? limit : 1 + random.nextInt(50);
+		Duration period = (type == 2) ? Duration.ofMinutes(1) : Duration.ofSeconds(1);
+		double burstRatio = 1 + random.nextInt(6) / 10.0;
+		java.util.function.Supplier<RateLimiter> limiter = () -> limiter(type, rate, limit, burstRatio, now);
 		int room = 2 + random.nextInt(6);
 		long memory = (room * (KeyedBuckets.ENTRY_BYTES + 400L)) * 16 / 13;
-		KeyedBuckets keys = new KeyedBuckets(0, memory, true, now::get, (key) -> bucket(rate, limit, now),
-				(bucket) -> {
-				});
+		KeyedBuckets keys = new KeyedBuckets(0, memory, true, now::get, (key) -> limiter.get(), (bucket) -> {
+		});
 		int wellBehaved = 1 + random.nextInt(3);
 		Map<Object, RateLimiter> reference = new HashMap<>();
+		Map<Object, RateLimiter> shadow = new HashMap<>(); // never dropped, takes what the store granted
 		Map<Object, List<long[]>> grants = new HashMap<>(); // key -> {time, tokens}
 		long[] lastCall = new long[wellBehaved];
 		java.util.Arrays.fill(lastCall, Long.MIN_VALUE);
-		long tokenNanos = (Duration.ofSeconds(1).toNanos() + rate - 1) / rate;
+		long tokenNanos = (period.toNanos() + rate - 1) / rate;
 		List<String> trace = new ArrayList<>();
-		trace.add("rate=" + rate + "/s limit=" + limit + " memory=" + memory + " well-behaved=" + wellBehaved);
+		trace.add(new String[] { "buckets", "pacers (burst ratio " + burstRatio + ")", "quotas" }[type] + " rate=" + rate
+				+ "/" + period + " limit=" + limit + " memory=" + memory + " well-behaved=" + wellBehaved);
 		int sprayed = 0;
 		for (int step = 0; step < SPRAY_STEPS; step++) {
 			int what = random.nextInt(10);
@@ -364,19 +381,32 @@ class KeyedBucketsModelTests {
 			}
 			KeyedBuckets.Entry entry = keys.pin(key);
 			boolean got;
+			String before = (good) ? entry.limiter().snapshot().toString() : "";
 			try {
 				got = entry.limiter().tryAcquire(n);
 			}
 			finally {
 				entry.unpin();
 			}
-			boolean expected = reference.computeIfAbsent(key, (k) -> bucket(rate, limit, now)).tryAcquire(n);
+			RateLimiter own = reference.computeIfAbsent(key, (k) -> limiter.get());
+			String referenceBefore = (good) ? own.snapshot().toString() : "";
+			boolean expected = own.tryAcquire(n);
+			if (good && got != expected) {
+				trace.add("store's " + before + "\nreference's " + referenceBefore);
+			}
 			trace.add(((key.toString().length() > 20) ? key.toString().substring(0, 20) + "..." : key) + " takes " + n
-					+ ": " + got + " (reference " + expected + ", keys " + keys.size() + ", load " + keys.load() + ")");
+					+ ": " + got + " (reference " + expected + ", keys " + keys.size() + ", load " + keys.load() + ", owing "
+					+ keys.owing() + ")");
 			if (got) {
-				List<long[]> taken = grants.computeIfAbsent(key, (k) -> new ArrayList<>());
-				taken.add(new long[] { now.get(), n });
-				checkBound(seed, key, taken, rate, limit, trace);
+				if (!shadow.computeIfAbsent(key, (k) -> limiter.get()).tryAcquire(n)) {
+					fail("seed " + seed + ": key " + key + " got " + n + " its own limiter, never dropped, refuses\n"
+							+ String.join("\n", trace));
+				}
+				if (type == 0) {
+					List<long[]> taken = grants.computeIfAbsent(key, (k) -> new ArrayList<>());
+					taken.add(new long[] { now.get(), n });
+					checkBound(seed, key, taken, rate, limit, trace);
+				}
 			}
 			if (good) {
 				tally[0]++;
@@ -392,6 +422,9 @@ class KeyedBucketsModelTests {
 			}
 		}
 		tally[2] += sprayed - keys.size();
+		if (type > 0) {
+			tally[2 + type] += sprayed - keys.size();
+		}
 		if (now.get() - start < 0) {
 			fail("seed " + seed + ": the clock went backwards");
 		}
@@ -420,5 +453,24 @@ class KeyedBucketsModelTests {
 
 	private static RateLimiter bucket(long rate, long limit, AtomicLong now) {
 		return SharedTokenBucket.builder().rate(rate, Duration.ofSeconds(1)).limit(limit).clock(now::get).build();
+	}
+
+	/** A rover bucket, a pacer ({@code rate} per second) or a calendar quota ({@code limit} a minute, UTC). */
+	private static RateLimiter limiter(int type, long rate, long limit, double burstRatio, AtomicLong now) {
+		return switch (type) {
+			case 0 -> bucket(rate, limit, now);
+			case 1 -> HybridRateLimiter.builder()
+				.rate(rate, Duration.ofSeconds(1))
+				.limit(limit)
+				.burstRatio(burstRatio)
+				.clock(now::get)
+				.build();
+			default -> CalendarQuota.builder()
+				.limit(limit)
+				.calendar(QuotaCalendar.Unit.MINUTE)
+				.zone(java.time.ZoneOffset.UTC)
+				.clock(() -> java.time.Instant.ofEpochSecond(0, now.get()))
+				.build();
+		};
 	}
 }
