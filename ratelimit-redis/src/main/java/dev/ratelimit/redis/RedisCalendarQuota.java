@@ -317,12 +317,31 @@ public final class RedisCalendarQuota implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * Whether this object holds nothing that Redis does not: nobody waits on it here (the count is in Redis,
-	 * so a key's quota dropped and made again counts on).
+	 * Whether this object holds nothing that Redis does not: nobody waits on it here, and the {@code local}
+	 * policy's quota counted nothing in its period (the count is in Redis, so a key's quota dropped and made
+	 * again counts on).
 	 */
 	@Override
 	public boolean isIdle() {
-		return this.waiting.get() == 0;
+		return untilLocalFull() == 0;
+	}
+
+	/**
+	 * What dropping this object would lose (contract revision 3, "per-key buckets under attack"), as
+	 * {@link RedisTokenBucket#untilLocalFull()} answers it for a bucket: {@code 0} when nothing (nobody waits
+	 * here and the {@code local} policy's quota, if one was made, counted nothing in its current period), else
+	 * {@code -1}: a key's quota whose in-memory count stands is kept until its period ends, never forgotten
+	 * with a debt (its count is owed until the period's end, which the store's debt records do not hold for a
+	 * backend's key).
+	 *
+	 * @return 0 or -1
+	 */
+	public long untilLocalFull() {
+		if (this.waiting.get() != 0) {
+			return -1;
+		}
+		CalendarQuota fallback = this.local;
+		return (fallback == null || fallback.snapshot().available() >= fallback.limit()) ? 0 : -1;
 	}
 
 	// ---- health -------------------------------------------------------------------------------------

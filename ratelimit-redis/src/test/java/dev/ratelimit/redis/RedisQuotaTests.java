@@ -182,6 +182,28 @@ class RedisQuotaTests {
 			});
 	}
 
+	/**
+	 * Keys' quotas on Redis past what {@code keys.memory} holds: the store makes room by dropping keys' objects
+	 * (their counts stay in Redis), and a key made again counts on. Failed before with a ClassCastException:
+	 * the store asked the backend what a key's object owed here as if every key's object were a token bucket.
+	 */
+	@Test
+	void keysQuotasPastTheStoresMemoryAreDroppedAndCountOn() {
+		instance("many-quota:", "ratelimit.buckets.q.limit=2", "ratelimit.buckets.q.calendar=month",
+				"ratelimit.buckets.q.max-wait=0", "ratelimit.buckets.q.keys.memory=1MB",
+				"ratelimit.buckets.q.plans.pro.limit=5")
+			.withUserConfiguration(Plans.class)
+			.run((context) -> {
+				assertThat(context).hasNotFailed();
+				Api api = context.getBean(Api.class);
+				assertThat(calls(api, "k-0", null, 1)).isEqualTo(1);
+				for (int i = 1; i < 4000; i++) {
+					assertThat(calls(api, "k-" + i, null, 1)).as("key k-%d's first call", i).isEqualTo(1);
+				}
+				assertThat(calls(api, "k-0", null, 5)).as("k-0's quota, one of two counted in Redis").isEqualTo(1);
+			});
+	}
+
 	private static int calls(Api api, String key, String plan, int times) {
 		int granted = 0;
 		for (int i = 0; i < times; i++) {

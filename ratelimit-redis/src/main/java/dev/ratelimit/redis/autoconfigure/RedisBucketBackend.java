@@ -103,15 +103,24 @@ public class RedisBucketBackend implements BucketBackend, SmartLifecycle, Dispos
 		return true;
 	}
 
-	/** A key's state lives in Redis; here only the {@code local} policy's in-memory bucket can owe tokens. */
+	/**
+	 * A key's state lives in Redis; here only the {@code local} policy's in-memory bucket or quota can owe
+	 * tokens (a quota that owes is never forgotten: {@link RedisCalendarQuota#untilLocalFull()}).
+	 */
 	@Override
 	public long untilFullHere(RateLimiter keyBucket) {
+		if (keyBucket instanceof RedisCalendarQuota quota) {
+			return quota.untilLocalFull();
+		}
 		return ((RedisTokenBucket) keyBucket).untilLocalFull();
 	}
 
 	@Override
 	public void owe(RateLimiter keyBucket, long tokens) {
-		((RedisTokenBucket) keyBucket).oweLocally(tokens);
+		if (keyBucket instanceof RedisTokenBucket bucket) {
+			bucket.oweLocally(tokens);
+		}
+		// (a quota is never forgotten while it owes: nothing is owed to one made again)
 	}
 
 	@Override
