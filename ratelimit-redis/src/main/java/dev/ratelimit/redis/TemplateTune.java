@@ -365,12 +365,22 @@ final class TemplateTune {
 	 */
 	void switchMode(boolean shadow) {
 		String mode = shadow ? "shadow" : "enforce";
+		writeAndAdopt(Settings.switchArguments(this.configured, mode), "cannot be switched to " + mode + " mode");
+	}
+
+	/**
+	 * Runs one writing call of the script on the template's keys and takes its reply on at once, waiting for
+	 * Redis at most the timeout.
+	 *
+	 * @param arguments the script's arguments
+	 * @param what what could not be done, for the exception ("cannot be retuned")
+	 * @throws BackendUnavailableException when Redis does not answer
+	 */
+	private void writeAndAdopt(String[] arguments, String what) {
 		long sent = this.clock.getAsLong();
 		Throwable failure;
 		try {
-			List<Object> values = this.connection
-				.run(this.keys, Settings.switchArguments(this.configured, mode))
-				.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
+			List<Object> values = this.connection.run(this.keys, arguments).get(this.timeoutNanos, TimeUnit.NANOSECONDS);
 			adopt(Reply.of(values), sent);
 			return;
 		}
@@ -384,8 +394,8 @@ final class TemplateTune {
 		catch (TimeoutException | RuntimeException ex) {
 			failure = ex;
 		}
-		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' cannot be switched to "
-				+ mode + " mode while Redis does not answer (" + describe(failure) + ")", failure);
+		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' " + what
+				+ " while Redis does not answer (" + describe(failure) + ")", failure);
 	}
 
 	/**
@@ -399,27 +409,8 @@ final class TemplateTune {
 	 *         be undone by the next read
 	 */
 	void retunePlan(Settings next) {
-		long sent = this.clock.getAsLong();
-		Throwable failure;
-		try {
-			List<Object> values = this.connection
-				.run(this.keys, Settings.arguments(this.configured, Mode.RETUNE, 0, 0, "", next))
-				.get(this.timeoutNanos, TimeUnit.NANOSECONDS);
-			adopt(Reply.of(values), sent);
-			return;
-		}
-		catch (InterruptedException ex) {
-			Thread.currentThread().interrupt();
-			failure = ex;
-		}
-		catch (java.util.concurrent.ExecutionException ex) {
-			failure = (ex.getCause() != null) ? ex.getCause() : ex;
-		}
-		catch (TimeoutException | RuntimeException ex) {
-			failure = ex;
-		}
-		throw new BackendUnavailableException("Rate limit bucket '" + this.bucket + "' cannot be retuned ("
-				+ this.templateKey + ") while Redis does not answer (" + describe(failure) + ")", failure);
+		writeAndAdopt(Settings.arguments(this.configured, Mode.RETUNE, 0, 0, "", next),
+				"cannot be retuned (" + this.templateKey + ")");
 	}
 
 	/**
