@@ -261,6 +261,19 @@ final class BucketScript {
 	 * @param key the bucket's key, {@code <key-prefix>{<bucket>}}
 	 * @return the script's keys
 	 */
+	/**
+	 * The keys of a bucket named {@code name}: its own ({@code perKey} null), its overflow bucket's
+	 * ({@code perKey} empty) or one key's ({@code <prefix>{<name>:<key>}}); the bucket's hash first.
+	 */
+	static String[] keysOf(String keyPrefix, String name, @Nullable String perKey) {
+		String template = keyPrefix + "{" + name + "}";
+		if (perKey == null) {
+			return keys(template);
+		}
+		return perKey.isEmpty() ? overflowKeys(template + ":overflow", template)
+				: keyKeys(keyPrefix + "{" + name + ":" + perKey + "}");
+	}
+
 	static String[] keys(String key) {
 		return new String[] { key, key + ":retuned", key + ":leases", key + ":queue" };
 	}

@@ -18,6 +18,7 @@ import java.util.concurrent.locks.LockSupport;
 import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.LongSupplier;
 
+import dev.ratelimit.core.InvalidArgumentException;
 import dev.ratelimit.core.AbstractReservation;
 import dev.ratelimit.core.Permit;
 import dev.ratelimit.core.RateLimitExceededException;
@@ -196,6 +197,32 @@ final class RedisBatch {
 		if (fixed > 0) {
 			this.size = fixed;
 		}
+	}
+
+	/**
+	 * Contract revision 3: the batch of {@code bucket} on this instance, as {@code redis.batch} and
+	 * {@code redis.batch-hold} say, or {@code null} for {@code none}.
+	 *
+	 * @throws IllegalArgumentException naming the bucket and the property for a value that is not accepted
+	 */
+	static @Nullable RedisBatch of(RedisTokenBucket bucket, RedisTokenBucketBuilder builder, long limit, boolean capped) {
+		String batch = builder.batch;
+		Duration hold = builder.batchHold;
+		long batchSize = parse(batch, limit, bucket.name());
+		if (batchSize == 0) {
+			return null;
+		}
+		if (capped) {
+			throw new InvalidArgumentException("batch", batch, null, null, "ratelimit.buckets." + bucket.name()
+					+ ".redis.batch is not available with capped-release (tokens in flight are released one call at a"
+					+ " time): use batch: none");
+		}
+		if (hold == null || hold.toMillis() < 1) {
+			throw new InvalidArgumentException("batchHold", hold, Duration.ofMillis(1), null,
+					"ratelimit.buckets." + bucket.name() + ".redis.batch-hold must be at least 1ms, was " + hold);
+		}
+		return new RedisBatch(bucket, Math.max(batchSize, 0), hold, builder.timeout.toNanos(), builder.clock(),
+				builder.batches);
 	}
 
 	/**

@@ -189,18 +189,8 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		};
 		this.name = name;
 		this.keyBucket = builder.perKey != null && !builder.perKey.isEmpty();
-		if (builder.perKey == null) {
-			this.key = templateKey;
-			this.keys = BucketScript.keys(this.key);
-		}
-		else if (builder.perKey.isEmpty()) {
-			this.key = templateKey + ":overflow";
-			this.keys = BucketScript.overflowKeys(this.key, templateKey);
-		}
-		else {
-			this.key = builder.keyPrefix + "{" + name + ":" + builder.perKey + "}";
-			this.keys = BucketScript.keyKeys(this.key);
-		}
+		this.keys = BucketScript.keysOf(builder.keyPrefix, name, builder.perKey);
+		this.key = this.keys[0];
 		this.connection = connection;
 		this.stats = builder.bucketStats();
 		this.timeoutNanos = builder.timeout.toNanos();
@@ -223,24 +213,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 			// a reset made through any instance (contract revision 3): what this instance holds from before goes
 			this.tune.onReset(this::resetHere);
 		}
-		this.batch = batch(builder, limit, own.capped());
-	}
-
-	/** Contract revision 3: this instance's batch, as {@code redis.batch} and {@code redis.batch-hold} say. */
-	private @Nullable RedisBatch batch(RedisTokenBucketBuilder builder, long limit, boolean capped) {
-		long batchSize = RedisBatch.parse(builder.batch, limit, this.name);
-		if (batchSize != 0 && capped) {
-			throw new InvalidArgumentException("batch", builder.batch, null, null, "ratelimit.buckets." + this.name
-					+ ".redis.batch is not available with capped-release (tokens in flight are released one call at a"
-					+ " time): use batch: none");
-		}
-		if (batchSize != 0 && (builder.batchHold == null || builder.batchHold.toMillis() < 1)) {
-			throw new InvalidArgumentException("batchHold", builder.batchHold, Duration.ofMillis(1), null,
-					"ratelimit.buckets." + this.name + ".redis.batch-hold must be at least 1ms, was " + builder.batchHold);
-		}
-		return (batchSize == 0) ? null
-				: new RedisBatch(this, Math.max(batchSize, 0), builder.batchHold, this.timeoutNanos, this.clock,
-						builder.batches);
+		this.batch = RedisBatch.of(this, builder, limit, own.capped());
 	}
 
 	/**
@@ -317,13 +290,6 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 	}
 
 	/**
-	 * The time a key's call passes as its settings' retune time when its key has just changed plan
-	 * ({@link #followPlan}): after Redis's {@code TIME} for a century and within what a Lua double holds
-	 * exactly, so the script counts the time up to its {@code now} at the settings the hash was written with.
-	 */
-	static final long PLAN_CHANGED_NOW = (1L << 53) - 1;
-
-	/**
 	 * Moves the bucket of one key to the settings of another plan (or of the template), contract revision 3,
 	 * "Plans": from its next call on, its calls pass the record {@code next}'s settings in force. At once, one
 	 * {@code sync} call (sent without waiting for it, ahead of any call made after this one on the connection)
@@ -341,7 +307,7 @@ public final class RedisTokenBucket implements RateLimiter, BackendHealth {
 		if (this.batch != null) {
 			this.batch.retuned(); // taken under the old settings: back at once
 		}
-		String[] arguments = Settings.keyArguments(next.current().retunedAt(PLAN_CHANGED_NOW), Mode.SYNC, 0, 0, "",
+		String[] arguments = Settings.keyArguments(next.current().retunedAt(TemplateTune.PLAN_CHANGED_NOW), Mode.SYNC, 0, 0, "",
 				next.resetAtMicros());
 		run(arguments); // (a reply lost changes nothing: the next call counts at the settings it passes)
 		this.tune = next;

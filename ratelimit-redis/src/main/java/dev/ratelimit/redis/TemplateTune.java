@@ -71,6 +71,14 @@ import org.jspecify.annotations.Nullable;
  */
 final class TemplateTune {
 
+	/**
+	 * The time a key's call passes as its settings' retune time when its key has just changed plan
+	 * ({@link RedisTokenBucket#followPlan}): after Redis's {@code TIME} for a century and within what a Lua
+	 * double holds exactly, so the script counts the time up to its {@code now} at the settings the hash was
+	 * written with.
+	 */
+	static final long PLAN_CHANGED_NOW = (1L << 53) - 1;
+
 	private static final Log logger = LogFactory.getLog(RedisTokenBucket.class);
 
 	/** Age of the settings after which a key's call reads them again, without waiting for the read. */

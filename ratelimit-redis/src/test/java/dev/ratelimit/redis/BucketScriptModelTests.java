@@ -425,7 +425,7 @@ class BucketScriptModelTests {
 						passed = new long[] { plan[0], plan[1], plan[2], plan[3], reset };
 					}
 					if (switching) {
-						passed[3] = RedisTokenBucket.PLAN_CHANGED_NOW;
+						passed[3] = TemplateTune.PLAN_CHANGED_NOW;
 					}
 					model.restart(passed[0], passed[1], passed[2]); // its calls' settings
 					target = "key k" + k + (switching ? (onPlan[k] ? " moves to the plan" : " leaves the plan") : "")

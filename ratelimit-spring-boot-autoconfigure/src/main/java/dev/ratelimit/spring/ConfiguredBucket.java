@@ -99,63 +99,82 @@ final class ConfiguredBucket implements RegisteredBucket {
 		// a key's bucket on a backend keeps its state there; what its object keeps here, the backend says (K7)
 		BucketBackend backend = (template.backend() != Backend.LOCAL) ? make.backendOf(template) : null;
 		return new KeyedBuckets(template.keysMax(), template.keysMemory(), true, make.clock(),
-				new KeyedBuckets.Maker() {
+				new KeyMaker(template, make, backend), maxWaits);
+	}
 
-			@Override
-			public RateLimiter make(@Nullable String plan, @Nullable Object key) {
-				return make.createForKey(settingsOf(plan), key, known(plan));
-			}
+	/**
+	 * Makes and keeps up to date the buckets of keys ({@link KeyedBuckets.Maker}): each with its plan's
+	 * settings; on a backend, what a key's object keeps here is the backend's to say (K7).
+	 */
+	private final class KeyMaker implements KeyedBuckets.Maker {
 
-			@Override
-			public void follow(@Nullable String plan, RateLimiter bucket) {
-				BucketDefinition settings = settingsOf(plan);
-				if (backend != null && backend.follow(bucket, settings, known(plan))) {
-					return; // the backend keeps the plans' settings in force (a Redis token bucket's records)
-				}
-				bringUpToDate(bucket, settings);
-				if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
-					pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
-				}
-			}
+		private final BucketDefinition template;
 
-			@Override
-			public boolean keepsStateElsewhere() {
-				return backend != null;
-			}
+		private final BucketMaker make;
 
-			@Override
-			public long untilFull(RateLimiter bucket) {
-				return (backend != null) ? backend.untilFullHere(bucket) : KeyedBuckets.Maker.super.untilFull(bucket);
-			}
+		private final @Nullable BucketBackend backend;
 
-			@Override
-			public long entryBytes() {
-				return (template instanceof BucketDefinition.Quota && backend == null) ? KeyedBuckets.QUOTA_ENTRY_BYTES
-						: KeyedBuckets.ENTRY_BYTES;
-			}
+		KeyMaker(BucketDefinition template, BucketMaker make, @Nullable BucketBackend backend) {
+			this.template = template;
+			this.make = make;
+			this.backend = backend;
+		}
 
-			@Override
-			public long countOf(RateLimiter bucket) {
-				// a backend's key keeps its count there; what its object keeps here is a debt in time
-				return (backend != null) ? -1 : KeyedBuckets.Maker.super.countOf(bucket);
-			}
+		@Override
+		public RateLimiter make(@Nullable String plan, @Nullable Object key) {
+			return this.make.createForKey(settingsOf(plan), key, known(plan));
+		}
 
-			@Override
-			public void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
-				if (backend == null) {
-					KeyedBuckets.Maker.super.owe(plan, bucket, ahead, whole);
-					return;
-				}
-				// from the settings in force, not the bucket's view (which would ask the backend)
-				BucketDefinition settings = settingsOf(plan);
-				long limit = (settings instanceof BucketDefinition.Shared shared) ? shared.limit() : 1;
-				long missing = KeyedBuckets.missing(settings.exactRate().tokens(), settings.exactRate().period(), limit,
-						ahead, whole);
-				if (missing > 0) {
-					backend.owe(bucket, missing);
-				}
+		@Override
+		public void follow(@Nullable String plan, RateLimiter bucket) {
+			BucketDefinition settings = settingsOf(plan);
+			if (this.backend != null && this.backend.follow(bucket, settings, known(plan))) {
+				return; // the backend keeps the plans' settings in force (a Redis token bucket's records)
 			}
-		}, maxWaits);
+			bringUpToDate(bucket, settings);
+			if (bucket instanceof HybridRateLimiter pacer && settings instanceof BucketDefinition.Hybrid hybrid) {
+				pacer.updateBurstRatio((hybrid.burstRatio() != null) ? hybrid.burstRatio() : DEFAULT_BURST_RATIO);
+			}
+		}
+
+		@Override
+		public boolean keepsStateElsewhere() {
+			return this.backend != null;
+		}
+
+		@Override
+		public long untilFull(RateLimiter bucket) {
+			return (this.backend != null) ? this.backend.untilFullHere(bucket)
+					: KeyedBuckets.Maker.super.untilFull(bucket);
+		}
+
+		@Override
+		public long entryBytes() {
+			return (this.template instanceof BucketDefinition.Quota && this.backend == null)
+					? KeyedBuckets.QUOTA_ENTRY_BYTES : KeyedBuckets.ENTRY_BYTES;
+		}
+
+		@Override
+		public long countOf(RateLimiter bucket) {
+			// a backend's key keeps its count there; what its object keeps here is a debt in time
+			return (this.backend != null) ? -1 : KeyedBuckets.Maker.super.countOf(bucket);
+		}
+
+		@Override
+		public void owe(@Nullable String plan, RateLimiter bucket, long ahead, boolean whole) {
+			if (this.backend == null) {
+				KeyedBuckets.Maker.super.owe(plan, bucket, ahead, whole);
+				return;
+			}
+			// from the settings in force, not the bucket's view (which would ask the backend)
+			BucketDefinition settings = settingsOf(plan);
+			long limit = (settings instanceof BucketDefinition.Shared shared) ? shared.limit() : 1;
+			long missing = KeyedBuckets.missing(settings.exactRate().tokens(), settings.exactRate().period(), limit,
+					ahead, whole);
+			if (missing > 0) {
+				this.backend.owe(bucket, missing);
+			}
+		}
 	}
 
 	/** The pacer's burst ratio when none is configured (the core's default). */
